@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Prepare a Docker engine and the grader's sandbox image on a Debian host with no registry but
+# PyPI/Debian: install docker.io + debootstrap, start dockerd, build an offline base image with
+# debootstrap, fetch numpy/torch wheels with pip, build the sandbox image. Idempotent; run as root.
+# Caches live in /var/cache/attn-grader so a second run takes seconds.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${ATTN_GRADER_CACHE:-/var/cache/attn-grader}"
+BASE_IMAGE="${ATTN_GRADER_BASE_IMAGE:-attn-grader-base:bookworm}"
+SUITE="${ATTN_GRADER_DEBIAN_SUITE:-bookworm}"
+PY="${PYTHON:-python3}"
+TORCH_VERSION="2.13.0"
+DOCKERD_LOG=/tmp/dockerd.log
+
+log() { echo "[docker-setup] $*" >&2; }
+mkdir -p "$CACHE"
+
+# -- 1. packages --------------------------------------------------------------------------------
+missing=()
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v docker >/dev/null 2>&1 || missing+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+if ((${#missing[@]})); then
+    log "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
+fi
+
+# -- 2. the engine ------------------------------------------------------------------------------
+engine_up() { timeout 10 docker info >/dev/null 2>&1; }
+
+wait_engine() {  # $1 = dockerd pid; up to 60 s
+    local i
+    for i in $(seq 1 120); do
+        engine_up && return 0
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.5
+    done
+    return 1
+}
+
+if engine_up; then
+    log "docker engine already running"
+else
+    started=0
+    for driver in "" vfs; do
+        log "starting dockerd${driver:+ with --storage-driver $driver} (log: $DOCKERD_LOG)"
+        # setsid: the daemon must outlive this script (the tests run after it).
+        setsid dockerd ${driver:+--storage-driver "$driver"} >>"$DOCKERD_LOG" 2>&1 </dev/null &
+        pid=$!
+        if wait_engine "$pid"; then
+            started=1
+            break
+        fi
+        log "dockerd${driver:+ ($driver)} did not come up; last log lines:"
+        tail -n 15 "$DOCKERD_LOG" >&2 || true
+        kill "$pid" 2>/dev/null || true
+        sleep 1
+        kill -9 "$pid" 2>/dev/null || true
+        rm -f /var/run/docker.pid
+    done
+    if ((!started)); then
+        log "ERROR: could not start the docker engine"
+        exit 1
+    fi
+fi
+log "engine: $(docker info --format '{{.ServerVersion}} storage={{.Driver}} cgroup={{.CgroupVersion}}')"
+
+# -- 3. the offline base image (Debian minbase + python3 + venv) --------------------------------
+debian_mirror() {
+    local uri
+    uri=$(grep -hE '^[[:space:]]*URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null \
+          | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
+    if [[ -z "$uri" ]]; then
+        uri=$(grep -hE '^[[:space:]]*deb[[:space:]]' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+              | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) {print $i; exit}}' | grep -E '/debian/?$' | head -n1 || true)
+    fi
+    echo "${uri:-http://deb.debian.org/debian}"
+}
+
+if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+    log "base image $BASE_IMAGE present"
+else
+    tarball="$CACHE/base-$SUITE.tar"
+    if [[ ! -s "$tarball" ]]; then
+        mirror="$(debian_mirror)"
+        rootfs="$CACHE/rootfs-$SUITE"
+        rm -rf "$rootfs"
+        log "debootstrap --variant=minbase $SUITE from $mirror (a few minutes)"
+        debootstrap --variant=minbase --include=python3,python3-venv "$SUITE" "$rootfs" "$mirror" \
+            >"$CACHE/debootstrap.log" 2>&1 || { tail -n 30 "$CACHE/debootstrap.log" >&2; exit 1; }
+        # trim what a sandbox never needs
+        rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
+               "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/*
+        tar -C "$rootfs" -cf "$tarball.part" . && mv "$tarball.part" "$tarball"
+        rm -rf "$rootfs"
+    fi
+    log "importing $tarball as $BASE_IMAGE"
+    docker import "$tarball" "$BASE_IMAGE" >/dev/null
+fi
+
+# -- 4. wheels ----------------------------------------------------------------------------------
+NUMPY_VERSION="$("$PY" -c 'import numpy; print(numpy.__version__)')"
+WHEELS="$CACHE/wheels"
+mkdir -p "$WHEELS"
+stamp="$WHEELS/.stamp-torch$TORCH_VERSION-numpy$NUMPY_VERSION"
+if [[ ! -e "$stamp" ]]; then
+    log "pip download torch==$TORCH_VERSION numpy==$NUMPY_VERSION -> $WHEELS"
+    "$PY" -m pip download --quiet --only-binary=:all: -d "$WHEELS" \
+        "torch==$TORCH_VERSION" "numpy==$NUMPY_VERSION"
+    touch "$stamp"
+fi
+
+# -- 5. the sandbox image -----------------------------------------------------------------------
+cd "$REPO"
+if "$PY" -m harness.dockerimage status >/dev/null 2>&1; then
+    log "sandbox image up to date"
+else
+    log "building the sandbox image from $BASE_IMAGE with wheels from $WHEELS"
+    "$PY" -m harness.dockerimage build --base-image "$BASE_IMAGE" --wheels "$WHEELS"
+fi
+log "done"

@@ -1,0 +1,104 @@
+"""The trusted float64 oracle for every exercise, with switchable bugs for the mutant catalog.
+
+Conventions (the contract): projections are right-multiplications ``X @ W`` with W of shape (d_in, d_out);
+head i owns columns i*d_k:(i+1)*d_k; GQA query head i reads key/value group i // (h // g); masks are bool and
+True means "may NOT attend"; a query row whose keys are all masked gets a zero context vector.
+
+This file uses only NumPy, and is also what a NumPy-track mutant is made of (see graders/mutants): ``forward``
+with ``bugs={"no_scale"}`` is exactly the reference with that one mistake. It runs only in the trusted process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BUG_FLAGS = frozenset({
+    "scale_sqrt_d", "no_scale", "split_without_transpose", "merge_without_transpose", "softmax_wrong_axis",
+    "missing_output_projection", "transposed_weights", "mask_inverted", "mask_after_softmax", "masked_rows_nan",
+    "masked_rows_mean_v", "causal_excludes_diagonal", "no_max_subtraction", "dtype_promoted", "bias_ignored",
+    "gqa_tiled_heads", "cross_kv_from_queries", "input_mutated",
+})
+
+
+def softmax(scores, axis=-1, subtract_max=True):
+    if subtract_max:
+        scores = scores - scores.max(axis=axis, keepdims=True)
+    e = np.exp(scores)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def forward(x, wq, wk, wv, wo, h, *, y=None, g=None, mask=None, bq=None, bk=None, bv=None, bo=None,
+            bugs=frozenset()):
+    """Attention output (b, s_q, d) computed in x's dtype. ``y`` (b, s_k, d) supplies keys/values (cross)."""
+    bugs = frozenset(bugs)
+    dtype = x.dtype
+    if "bias_ignored" in bugs:
+        bq = bk = bv = bo = None
+    if "transposed_weights" in bugs:
+        wq, wk, wv, wo = wq.T, wk.T, wv.T, wo.T
+    src = x if (y is None or "cross_kv_from_queries" in bugs) else y
+    b, s_q, d = x.shape
+    s_k = src.shape[1]
+    g = h if g is None else g
+    d_k = d // h
+
+    def project(t, w, bias):
+        out = t @ w                                                  # (b, s, d_out)
+        return out if bias is None else out + bias
+
+    def split(t, n):                                                 # (b, s, n*d_k) -> (b, n, s, d_k)
+        if "split_without_transpose" in bugs:
+            return t.reshape(t.shape[0], n, t.shape[1], d_k)
+        return t.reshape(t.shape[0], t.shape[1], n, d_k).transpose(0, 2, 1, 3)
+
+    q = split(project(x, wq, bq), h)                                 # (b, h, s_q, d_k)
+    k = split(project(src, wk, bk), g)                               # (b, g, s_k, d_k)
+    v = split(project(src, wv, bv), g)                               # (b, g, s_k, d_k)
+    if g != h:
+        if "gqa_tiled_heads" in bugs:
+            k, v = np.tile(k, (1, h // g, 1, 1)), np.tile(v, (1, h // g, 1, 1))
+        else:
+            k, v = np.repeat(k, h // g, axis=1), np.repeat(v, h // g, axis=1)  # (b, h, s_k, d_k)
+
+    if "no_scale" in bugs:
+        scale = 1.0
+    elif "scale_sqrt_d" in bugs:
+        scale = float(np.sqrt(d))
+    else:
+        scale = float(np.sqrt(d_k))
+    scores = (q @ k.swapaxes(-1, -2)) / np.asarray(scale, dtype=dtype)  # (b, h, s_q, s_k)
+
+    m = None if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), scores.shape)
+    if "causal_excludes_diagonal" in bugs:
+        diag = np.triu(np.ones((s_q, s_k), dtype=bool), k=0)
+        m = diag if m is None else (m | diag)
+        m = np.broadcast_to(m, scores.shape)
+    if m is not None and "mask_inverted" in bugs:
+        m = ~m
+    axis = -2 if "softmax_wrong_axis" in bugs else -1
+    stable = "no_max_subtraction" not in bugs
+    with np.errstate(all="ignore"):
+        if m is None:
+            p = softmax(scores, axis, stable)
+        elif "mask_after_softmax" in bugs:
+            p = np.where(m, 0, softmax(scores, axis, stable))
+        elif "masked_rows_nan" in bugs:
+            p = softmax(np.where(m, -np.inf, scores), axis, stable)
+        elif "masked_rows_mean_v" in bugs:
+            p = softmax(np.where(m, np.asarray(-1e9, dtype), scores), axis, stable)
+        else:
+            full = m.all(axis=axis, keepdims=True)                   # rows (or columns) with nothing to attend
+            p = softmax(np.where(m & ~full, -np.inf, np.where(full, 0, scores)), axis, stable)
+            p = np.where(m, 0, p)                                    # (b, h, s_q, s_k)
+        p = p.astype(dtype, copy=False)
+        ctx = p @ v                                                  # (b, h, s_q, d_k)
+    if "merge_without_transpose" in bugs:
+        ctx = ctx.reshape(b, s_q, h * d_k)
+    else:
+        ctx = ctx.transpose(0, 2, 1, 3).reshape(b, s_q, h * d_k)    # (b, s_q, d)
+    out = ctx if "missing_output_projection" in bugs else project(ctx, wo, bo)  # (b, s_q, d)
+    if "input_mutated" in bugs and mask is not None and isinstance(mask, np.ndarray) and mask.flags.writeable:
+        np.logical_not(mask, out=mask)                               # the bug: flips the caller's mask
+    if "dtype_promoted" in bugs:
+        return out.astype(np.float64)
+    return out.astype(dtype, copy=False)

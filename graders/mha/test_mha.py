@@ -1,0 +1,11 @@
+"""Hidden suite: multi-head self-attention with an optional mask (both tracks)."""
+
+import pytest
+
+from graders.common.problem import Problem
+from graders.common.standard_tests import *  # noqa: F401,F403  (the tests every exercise shares)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return Problem("self")

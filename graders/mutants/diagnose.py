@@ -1,0 +1,2 @@
+def diagnose(exercise, track, observations, results):
+    return []

@@ -1,0 +1,246 @@
+"""The host end of the worker pipe: framed requests with deadlines, a capped stderr, restarts after deaths.
+
+Everything read from the worker is validated by :mod:`harness.wire`; anything malformed is the candidate's
+failure (status ``error``), never a crash of the grader.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+import time
+from pathlib import Path
+
+from . import wire
+from .errors import CandidateException, InfrastructureError, WorkerFault
+from .sandbox.base import Limits, Sandbox, WorkerHandle
+from .text import clean_text
+
+
+class _StderrPump(threading.Thread):
+    """Drains the worker's stderr into a capped buffer; past the cap it flags the flood and stops keeping it."""
+
+    def __init__(self, stream, cap: int, on_flood):
+        super().__init__(daemon=True)
+        self.stream, self.cap, self.on_flood = stream, cap, on_flood
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.flooded = False
+
+    def run(self) -> None:
+        try:
+            while True:
+                chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+                if not chunk:
+                    return
+                self.size += len(chunk)
+                if self.size <= self.cap:
+                    self.chunks.append(chunk)
+                elif not self.flooded:
+                    self.flooded = True
+                    self.on_flood()
+        except (OSError, ValueError):
+            return
+
+    def text(self, limit: int = 2000) -> str:
+        return clean_text(b"".join(self.chunks)[-limit * 4:].decode("utf-8", "replace"), limit)
+
+
+class WorkerSession:
+    """One submission's worker, restarted (a bounded number of times) after a call kills it."""
+
+    def __init__(self, sandbox: Sandbox, *, track: str, entry: str, submission: Path, limits: Limits):
+        self.sandbox, self.track, self.entry, self.submission, self.limits = sandbox, track, entry, submission, limits
+        self.handle: WorkerHandle | None = None
+        self.pump: _StderrPump | None = None
+        self.ready_error: CandidateException | None = None
+        self.restarts = 0
+        self.starts = 0
+        self.tripwires: set[str] = set()
+        self._ready = False
+        self.start_time = 0.0
+        self.exhausted: WorkerFault | None = None
+
+    # -- life cycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker without waiting for it (its imports overlap the host's own set-up)."""
+        try:
+            self.handle = self.sandbox.start(track=self.track, entry=self.entry, submission=self.submission,
+                                             limits=self.limits)
+        except (OSError, ValueError) as exc:
+            raise InfrastructureError(f"the {self.sandbox.name} sandbox could not start: {exc}") from exc
+        self.starts += 1
+        self.start_time = time.monotonic()
+        self._ready = False
+        self.ready_error = None
+        self._buf = bytearray()
+        self.pump = _StderrPump(self.handle.proc.stderr, self.limits.output_bytes, self.handle.kill)
+        self.pump.start()
+
+    def close(self) -> None:
+        if self.handle is not None:
+            try:
+                self.handle.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.handle.proc.wait(timeout=2)
+            except Exception:
+                self.handle.kill()
+            self.handle.cleanup()
+            self.handle = None
+
+    def _restart(self) -> None:
+        self.close()
+        if self.restarts >= self.limits.max_restarts:
+            self.exhausted = WorkerFault("error", f"worker restart budget ({self.limits.max_restarts}) exhausted; "
+                                                  "remaining tests are not run")
+            raise self.exhausted
+        self.restarts += 1
+        self.start()
+
+    def ensure_ready(self) -> None:
+        """Wait for the worker's ready frame. An import failure or a death at start-up is permanent for this
+        submission (it would happen again): every later request re-raises it without a restart."""
+        if self.exhausted:
+            raise self.exhausted
+        if self.handle is None:
+            self.start()
+        if self._ready:
+            if self.ready_error:
+                raise self.ready_error
+            return
+        deadline = self.start_time + self.limits.startup_timeout_s
+        try:
+            head, _ = self._read_frame(deadline, phase="start-up")
+        except WorkerFault as fault:
+            self.ready_error = fault
+            raise
+        self._ready = True
+        if head.get("kind") == "error":
+            self.ready_error = self._candidate_exception(head)
+            raise self.ready_error
+        if head.get("kind") != "ready":
+            self.ready_error = self._fault("error", f"worker sent {str(head.get('kind'))[:40]!r} instead of ready")
+            raise self.ready_error
+
+    # -- requests ---------------------------------------------------------------------------------
+    def request(self, header: dict, arrays: dict | None = None) -> tuple[dict, dict]:
+        """Send one request, wait for its answer. Raises WorkerFault or CandidateException."""
+        if self.handle is not None and self._ready and not self.ready_error and self.handle.proc.poll() is not None:
+            self._restart()
+        self.ensure_ready()
+        payload = wire.encode_frame(header, arrays)
+        deadline = time.monotonic() + self.limits.call_timeout_s
+        try:
+            self._write_all(payload, deadline)
+        except (BrokenPipeError, OSError):
+            raise self._fault_after_death("the worker closed its input") from None
+        head, arrs = self._read_frame(deadline, phase="call")
+        kind = head.get("kind")
+        if kind == "error":
+            raise self._candidate_exception(head)
+        if kind == "fault":
+            status = head.get("status") if head.get("status") in ("memory",) else "error"
+            fault = WorkerFault(status, clean_text(str(head.get("message", "")), 500), {"reported_by": "worker"})
+            raise fault
+        return head, arrs
+
+    def _write_all(self, payload: bytes, deadline: float) -> None:
+        fd = self.handle.proc.stdin.fileno()
+        view = memoryview(payload)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._kill_for_timeout()
+            _, writable, _ = select.select([], [fd], [], remaining)
+            if writable:
+                n = os.write(fd, view[:65536])
+                view = view[n:]
+
+    def _read_exact(self, n: int, deadline: float, phase: str) -> bytes:
+        fd = self.handle.proc.stdout.fileno()
+        while len(self._buf) < n:
+            if self.pump.flooded:
+                raise self._fault_output_limit()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._kill_for_timeout(phase)
+            readable, _, _ = select.select([fd], [], [], min(remaining, 0.25))
+            if not readable:
+                continue
+            chunk = os.read(fd, max(65536, min(n - len(self._buf), 1 << 24)))
+            if not chunk:
+                if self.pump.flooded:
+                    raise self._fault_output_limit()
+                raise self._fault_after_death(f"the worker exited during {phase}")
+            self._buf += chunk
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
+        return data
+
+    def _read_frame(self, deadline: float, phase: str) -> tuple[dict, dict]:
+        try:
+            length = wire.parse_prefix(self._read_exact(wire.HEADER.size, deadline, phase))
+            head, specs = wire.parse_header(self._read_exact(length, deadline, phase))
+            arrays = {name: wire.decode_array(self._read_exact(n, deadline, phase)) for name, n in specs}
+        except wire.WireError as exc:
+            self.handle.kill()
+            self._ready = True  # the next request restarts the worker
+            raise WorkerFault("error", f"malformed frame from the worker: {clean_text(str(exc), 300)}",
+                              {"protocol_error": clean_text(str(exc), 300)}) from None
+        trip = head.get("tripwires")
+        if isinstance(trip, list):
+            self.tripwires.update(clean_text(str(t), 80) for t in trip[:10])
+        return head, arrays
+
+    # -- failures ---------------------------------------------------------------------------------
+    def _candidate_exception(self, head: dict) -> CandidateException:
+        return CandidateException(clean_text(str(head.get("type", "Exception")), 100),
+                                  clean_text(str(head.get("message", "")), 1000),
+                                  clean_text(str(head.get("traceback", "")), 2000, keep_newlines=True),
+                                  phase=clean_text(str(head.get("phase", "call")), 20))
+
+    def _evidence(self) -> dict:
+        info = dict(self.handle.post_mortem()) if self.handle else {}
+        if self.pump is not None:
+            tail = self.pump.text(600)
+            if tail:
+                info["stderr_tail"] = tail
+            info["output_bytes"] = self.pump.size
+        return info
+
+    def _kill_for_timeout(self, phase: str = "call") -> WorkerFault:
+        limit = self.limits.startup_timeout_s if phase == "start-up" else self.limits.call_timeout_s
+        self.handle.kill()
+        self._ready = True
+        return self._fault("timeout", f"no answer within {limit:g} s during {phase}; the worker was killed",
+                           wall_clock_limit_s=limit)
+
+    def _fault_output_limit(self) -> WorkerFault:
+        self.handle.kill()
+        self._ready = True
+        return self._fault("output_limit", f"the submission wrote more than {self.limits.output_bytes} bytes to "
+                                           "stdout/stderr; output was cut and the worker killed",
+                           output_cap_bytes=self.limits.output_bytes)
+
+    def _fault_after_death(self, what: str) -> WorkerFault:
+        try:
+            self.handle.proc.wait(timeout=5)
+        except Exception:
+            self.handle.kill()
+        self._ready = True
+        evidence = self._evidence()
+        sig = evidence.get("signal")
+        if evidence.get("oom_killed") or "MemoryError" in evidence.get("stderr_tail", ""):
+            return self._fault("memory", f"{what}: out of memory", **evidence)
+        if sig in (24,):  # SIGXCPU: the CPU-seconds rlimit
+            return self._fault("timeout", f"{what}: CPU time limit exceeded", **evidence)
+        detail = f"signal {sig}" if sig else f"exit code {evidence.get('exit_code')}"
+        return self._fault("error", f"{what} ({detail})", **evidence)
+
+    def _fault(self, status: str, message: str, **evidence) -> WorkerFault:
+        diagnostics = self._evidence() if self.handle else {}
+        diagnostics.update(evidence)
+        return WorkerFault(status, message, diagnostics)

@@ -1,0 +1,93 @@
+"""Host-side checks with diagnostics a candidate can act on. Every failure raises :class:`CheckFailure`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+TOLERANCE = {"float32": 1e-5, "float64": 1e-10}
+
+
+class CheckFailure(AssertionError):
+    """A check that failed; ``diagnostics`` goes into the report next to the message."""
+
+    def __init__(self, message: str, diagnostics: dict | None = None):
+        super().__init__(message)
+        self.message = message
+        self.diagnostics = diagnostics or {}
+
+
+def tolerance_for(dtype) -> float:
+    return TOLERANCE.get(str(np.dtype(dtype)), 1e-5)
+
+
+def check_output(result, *, shape: tuple, dtype, what: str = "output") -> np.ndarray:
+    """Default-deny: the output must be a plain array/tensor of exactly ``shape`` and ``dtype``."""
+    info = result.info or {}
+    if not info.get("exact_type", False):
+        expected = "a torch.Tensor" if "requires_grad" in info or info.get("type", "").startswith("torch") \
+            else "a plain array/tensor"
+        raise CheckFailure(f"{what} is {info.get('type', 'missing')}, expected {expected}",
+                           {"returned_type": info.get("type")})
+    if info.get("unsendable_dtype"):
+        raise CheckFailure(f"{what} has dtype {info['unsendable_dtype']}, expected {np.dtype(dtype)}",
+                           {"returned_dtype": info["unsendable_dtype"]})
+    if info.get("too_large"):
+        raise CheckFailure(f"{what} of shape {info['too_large']} is far larger than expected {list(shape)}",
+                           {"returned_shape": info["too_large"]})
+    out = result.out
+    if out is None:
+        raise CheckFailure(f"no {what} came back", {})
+    if tuple(out.shape) != tuple(shape):
+        raise CheckFailure(f"{what} has shape {list(out.shape)}, expected {list(shape)} (no broadcasting accepted)",
+                           {"returned_shape": list(out.shape), "expected_shape": list(shape)})
+    if out.dtype != np.dtype(dtype):
+        raise CheckFailure(f"{what} has dtype {out.dtype}, expected {np.dtype(dtype)} (the input dtype)",
+                           {"returned_dtype": str(out.dtype), "expected_dtype": str(np.dtype(dtype))})
+    return out
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, tol: float) -> dict:
+    """Numeric diagnostics: max abs/rel error, mismatch fraction, first bad index, NaN/Inf counts."""
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        diff = np.abs(a - e)
+        bad = ~(diff <= tol + tol * np.abs(e))        # NaN counts as bad
+        rel = diff / np.maximum(np.abs(e), 1e-12)
+    finite = np.isfinite(diff)
+    first = np.argwhere(bad)
+    return {
+        "max_abs_error": float(diff[finite].max()) if finite.any() else None,
+        "max_rel_error": float(rel[finite].max()) if finite.any() else None,
+        "mismatch_fraction": float(bad.mean()) if bad.size else 0.0,
+        "first_bad_index": [int(i) for i in first[0]] if len(first) else None,
+        "nan_count": int(np.isnan(a).sum()),
+        "inf_count": int(np.isinf(a).sum()),
+        "tolerance": tol,
+        "ok": not bad.any(),
+    }
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, *, tol: float, what: str = "output",
+                 extra: dict | None = None) -> dict:
+    diag = compare(actual, expected, tol)
+    if extra:
+        diag.update(extra)
+    if not diag.pop("ok"):
+        if diag["nan_count"] or diag["inf_count"]:
+            lead = f"{what} contains {diag['nan_count']} NaN and {diag['inf_count']} Inf values"
+        else:
+            lead = f"{what} differs from the reference"
+        where = diag["first_bad_index"]
+        at = ""
+        if where is not None:
+            at = (f"; first mismatch at index {tuple(where)}: got {float(actual[tuple(where)]):.6g}, "
+                  f"expected {float(expected[tuple(where)]):.6g}")
+        raise CheckFailure(f"{lead}: max abs error {_fmt(diag['max_abs_error'])}, "
+                           f"{100 * diag['mismatch_fraction']:.1f}% of entries outside atol=rtol={tol:g}{at}",
+                           diag)
+    return diag
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"

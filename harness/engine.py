@@ -1,0 +1,141 @@
+"""The library entry point: ``grade(*, exercise, submission, ...)`` -> :class:`Report`. Never raises for a bad
+submission (that is a report); raises :class:`UsageError` for unusable input and :class:`InfrastructureError`
+when the grader itself cannot run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .errors import InfrastructureError, UsageError
+from .exercises import check_track, get_exercise
+from .report import Diagnosis, Report
+from .sandbox import Limits, get_sandbox
+from .submission import banned_api_uses, detect_track, load_submission
+
+
+def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", sandbox: str = "auto",
+          seed: int = 0, limits: Limits | dict | None = None, notice=None, diagnose: bool = True) -> Report:
+    t0 = time.monotonic()
+    ex = get_exercise(exercise)
+    sub = load_submission(submission)
+    if track == "auto":
+        track = detect_track(sub, ex)
+    check_track(track)
+    lim = Limits().replace(**ex.limits)
+    if isinstance(limits, Limits):
+        lim = limits
+    elif limits:
+        lim = lim.replace(**limits)
+    box = get_sandbox(sandbox, notice=notice)
+
+    from .channel import WorkerSession
+
+    session = WorkerSession(box, track=track, entry=ex.entry(track), submission=sub.path.resolve(), limits=lim)
+    session.start()  # the worker's imports (torch!) overlap everything below
+    try:
+        t_started = time.monotonic()
+        results, observations, plugin = _run_suite(ex, track, session, seed)
+        t_suite = time.monotonic()
+        diagnosis = []
+        failing = [r for r in results if r.status != "passed"]
+        if diagnose and failing and session.ready_error is None:
+            from graders.mutants.diagnose import diagnose as run_diagnosis
+
+            diagnosis = run_diagnosis(ex.name, track, observations, results)
+        banned = _banned_api_result(track, sub.text, session.tripwires)
+        if banned is not None:
+            results.append(banned)
+    finally:
+        session.close()
+    t_end = time.monotonic()
+    verdict = "passed"
+    if any(r.status != "passed" for r in results) or not results:
+        verdict = "error" if (session.ready_error is not None or not results) else "failed"
+    env = {"sandbox": box.name, "python": platform.python_version(), "numpy": _version("numpy"),
+           "torch": _version("torch") if track == "torch" else None, "harness": __version__, "seed": seed,
+           "limits": lim.to_dict(), "worker_starts": session.starts, **box.describe()}
+    if plugin.collection_errors:
+        env["collection_errors"] = plugin.collection_errors[:3]
+    return Report(exercise=ex.name, track=track, verdict=verdict,
+                  score=round(sum(r.points for r in results), 4), max_score=round(sum(r.max_points for r in results), 4),
+                  tests=results, diagnosis=[d if isinstance(d, Diagnosis) else Diagnosis(**d) for d in diagnosis],
+                  environment=env, submission=sub.to_dict(),
+                  timings={"total_s": round(t_end - t0, 3), "suite_s": round(t_suite - t_started, 3),
+                           "diagnosis_s": round(t_end - t_suite, 3)})
+
+
+def _version(module: str) -> str | None:
+    mod = sys.modules.get(module)
+    if mod is None:
+        try:
+            from importlib.metadata import version
+
+            return version(module)
+        except Exception:
+            return None
+    return getattr(mod, "__version__", None)
+
+
+def _banned_api_result(track, text, tripwires):
+    if track != "torch":
+        return None
+    from .report import TestResult
+
+    static = banned_api_uses(text)
+    fired = sorted(tripwires)
+    status = "failed" if (static or fired) else "passed"
+    message = ""
+    if status == "failed":
+        message = ("uses a built-in attention API, which this exercise asks you to implement yourself: "
+                   + ", ".join(sorted(set(static) | set(fired))))
+    return TestResult(id="test_no_builtin_attention", category="structure", status=status,
+                      points=1.0 if status == "passed" else 0.0, max_points=1.0, visibility="visible",
+                      message=message, diagnostics={"static_scan": static, "runtime_tripwire": fired},
+                      description="does not call F.scaled_dot_product_attention / nn.MultiheadAttention")
+
+
+def _run_suite(ex, track, session, seed):
+    import pytest
+
+    from .candidate import Candidate
+    from .plugin import GraderPlugin
+
+    plugin = GraderPlugin(candidate=Candidate(session, ex, track), exercise=ex, track=track, seed=seed)
+    suite = ex.suite_dir
+    if not suite.is_dir():
+        raise UsageError(f"exercise {ex.name!r} has no hidden suite at {suite}")
+    args = [str(suite), "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:stepwise",
+            "-p", "no:warnings", "--import-mode=importlib", "--rootdir", str(suite), "-c", str(suite.parent / "suite.ini"),
+            "-o", "python_files=test_*.py"]
+    saved = {k: os.environ.pop(k, None) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        with contextlib.redirect_stdout(sys.stderr if os.environ.get("GRADER_DEBUG") else _Null()):
+            code = pytest.main(args, plugins=[plugin])
+    finally:
+        for k, v in saved.items():
+            if v is not None:
+                os.environ[k] = v
+        if autoload is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = autoload
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or plugin.collection_errors:
+        detail = "; ".join(plugin.collection_errors)[:500] or f"pytest exit code {int(code)}"
+        raise InfrastructureError(f"the hidden suite for {ex.name!r} could not run: {detail}")
+    return plugin.ordered_results(), plugin.observations, plugin
+
+
+class _Null:
+    def write(self, s):
+        return len(s)
+
+    def flush(self):
+        pass

@@ -1,0 +1,174 @@
+"""The pytest plugin that runs a hidden suite in-process against the sandboxed candidate and builds results.
+
+Suites are ordinary pytest files. They use the fixtures below (``candidate``, ``rng``, ``record``, ``track``,
+``exercise``) and one marker per test: ``@pytest.mark.grade(category, points=1, visibility="visible")``;
+``@pytest.mark.tracks("torch")`` limits a test to some tracks (others never see it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+
+import numpy as np
+import pytest
+
+from .candidate import StructureError
+from .checks import CheckFailure
+from .errors import CandidateException, WorkerFault
+from .report import CATEGORIES, TestResult
+from .text import clean_text
+
+
+@dataclasses.dataclass
+class Observation:
+    """A forward output the candidate produced for a case, kept for diagnosis (host-side only)."""
+
+    test_id: str
+    case: object
+    out: np.ndarray
+    passed: bool
+    kind: str = "forward"
+    info: dict = dataclasses.field(default_factory=dict)
+
+
+class Recorder:
+    def __init__(self, plugin: "GraderPlugin", test_id: str):
+        self.plugin, self.test_id = plugin, test_id
+
+    def forward(self, case, out, passed: bool, **info) -> None:
+        if out is not None:
+            self.plugin.observations.append(Observation(self.test_id, case, out, passed, "forward", info))
+
+    def note(self, **info) -> None:
+        """Extra diagnostics for this test's report entry (e.g. measured FLOPs), whatever its outcome."""
+        self.plugin.notes.setdefault(self.test_id, {}).update(info)
+
+    def signature(self, kind: str, **info) -> None:
+        """A non-numeric finding a diagnosis can use (e.g. kind='dtype', 'mutation')."""
+        self.plugin.observations.append(Observation(self.test_id, None, None, False, kind, info))
+
+
+def _status_for(exc: BaseException) -> tuple[str, str, dict]:
+    if isinstance(exc, WorkerFault):
+        return exc.status, exc.message, dict(exc.diagnostics)
+    if isinstance(exc, CandidateException):
+        where = {"import": "while importing your file", "init": "in __init__", "load": "while loading weights",
+                 "forward": "in forward", "call": "in your function", "output": "while converting your output"}
+        diag = {"exception": exc.exc_type, "phase": exc.phase}
+        if exc.traceback:
+            diag["traceback"] = exc.traceback
+        return "error", f"your code raised {exc} ({where.get(exc.phase, exc.phase)})", diag
+    if isinstance(exc, (CheckFailure, StructureError)):
+        return "failed", exc.message, dict(exc.diagnostics)
+    if isinstance(exc, AssertionError):
+        return "failed", str(exc).split("\nassert")[0], {}
+    return "error", f"internal grader error: {type(exc).__name__}: {exc}", {"internal": True}
+
+
+class GraderPlugin:
+    def __init__(self, *, candidate, exercise, track: str, seed: int):
+        self._candidate, self._exercise, self._track, self.seed = candidate, exercise, track, seed
+        self.results: dict[str, TestResult] = {}
+        self.order: list[str] = []
+        self.observations: list[Observation] = []
+        self.collection_errors: list[str] = []
+        self.notes: dict[str, dict] = {}
+
+    # -- fixtures ---------------------------------------------------------------------------------
+    @pytest.fixture(scope="session")
+    def candidate(self):
+        return self._candidate
+
+    @pytest.fixture(scope="session")
+    def track(self):
+        return self._track
+
+    @pytest.fixture(scope="session")
+    def exercise(self):
+        return self._exercise
+
+    @pytest.fixture
+    def rng(self, request):
+        return np.random.default_rng([self.seed, zlib.crc32(request.node.name.encode())])
+
+    @pytest.fixture
+    def record(self, request):
+        return Recorder(self, self._test_id(request.node))
+
+    # -- hooks ------------------------------------------------------------------------------------
+    def pytest_configure(self, config):
+        config.addinivalue_line("markers", "grade(category, points=1, visibility='visible'): grading metadata")
+        config.addinivalue_line("markers", "tracks(*names): tracks this test applies to")
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        keep, drop = [], []
+        for item in items:
+            marker = item.get_closest_marker("tracks")
+            (keep if marker is None or self._track in marker.args else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        self.order = [self._test_id(i) for i in keep]
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collection_errors.append(clean_text(str(report.longrepr), 2000))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        test_id = self._test_id(item)
+        if call.when == "call" or (call.when == "setup" and (report.failed or report.skipped)):
+            self.results[test_id] = self._result(item, call, report)
+
+    # -- helpers ----------------------------------------------------------------------------------
+    @staticmethod
+    def _test_id(item) -> str:
+        return item.name
+
+    def _result(self, item, call, report) -> TestResult:
+        marker = item.get_closest_marker("grade")
+        meta = dict(marker.kwargs) if marker else {}
+        if marker and marker.args:
+            meta.setdefault("category", marker.args[0])
+        category = meta.get("category", "numeric")
+        assert category in CATEGORIES, f"unknown category {category!r} on {item.nodeid}"
+        max_points = float(meta.get("points", 1))
+        doc = (getattr(item.function, "__doc__", None) or "").strip().splitlines()
+        if report.skipped:
+            status, message, diagnostics = "skipped", "", {}
+        elif call.excinfo is None:
+            status, message, diagnostics = "passed", "", {}
+        else:
+            status, message, diagnostics = _status_for(call.excinfo.value)
+        diagnostics = {**self.notes.get(self._test_id(item), {}), **diagnostics}
+        return TestResult(
+            id=self._test_id(item), category=category, status=status,
+            points=max_points if status == "passed" else 0.0, max_points=max_points,
+            visibility=meta.get("visibility", "visible"), message=clean_text(message, 1500),
+            diagnostics=_clean_diagnostics(diagnostics), duration_s=round(float(call.duration), 4),
+            description=clean_text(doc[0] if doc else "", 300))
+
+    def ordered_results(self) -> list[TestResult]:
+        return [self.results[t] for t in self.order if t in self.results]
+
+
+def _clean_diagnostics(diag: dict) -> dict:
+    out = {}
+    for key, value in list(diag.items())[:40]:
+        key = clean_text(str(key), 60)
+        if isinstance(value, str):
+            value = clean_text(value, 2000, keep_newlines=key == "traceback")
+        elif isinstance(value, (list, tuple)):
+            value = [v if isinstance(v, (int, float, bool, type(None))) else clean_text(str(v), 200)
+                     for v in list(value)[:50]]
+        elif isinstance(value, dict):
+            value = _clean_diagnostics(value)
+        elif isinstance(value, float) and not np.isfinite(value):
+            value = str(value)
+        elif not isinstance(value, (int, float, bool, type(None))):
+            value = clean_text(str(value), 200)
+        out[key] = value
+    return out

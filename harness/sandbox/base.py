@@ -1,0 +1,67 @@
+"""The sandbox backend interface: start a worker process with pipes, kill it, explain its death."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+WORKER_DIR = Path(__file__).resolve().parent.parent  # holds worker.py and wire.py
+WORKER_FILES = ("worker.py", "wire.py")
+
+
+@dataclasses.dataclass
+class Limits:
+    """Resource limits for one submission's worker. Exercise metadata and the CLI may override any field."""
+
+    call_timeout_s: float = 20.0       # wall clock per request, enforced by the host
+    startup_timeout_s: float = 60.0    # wall clock for interpreter + imports + the candidate's module body
+    memory_mb: int = 2048              # address space (local) / --memory = --memory-swap (docker)
+    cpu_s: int = 300                   # CPU seconds for the worker's lifetime (local RLIMIT_CPU)
+    cpus: float = 1.0                  # docker --cpus
+    pids: int = 64                     # docker --pids-limit
+    nofile: int = 256                  # open files
+    fsize_mb: int = 16                 # largest file the worker may write
+    tmpfs_mb: int = 64                 # docker scratch tmpfs
+    output_bytes: int = 256 * 1024     # stdout+stderr cap; beyond it the call is output_limit
+    max_restarts: int = 3              # worker restarts after a fatal call before remaining tests error
+
+    def replace(self, **changes) -> "Limits":
+        known = {f.name for f in dataclasses.fields(self)}
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if k in known and v is not None})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class WorkerHandle(ABC):
+    """A running worker: ``proc`` has stdin/stdout/stderr pipes (binary)."""
+
+    proc: subprocess.Popen
+
+    @abstractmethod
+    def kill(self) -> None:
+        """Stop the worker and everything it started, now."""
+
+    def post_mortem(self) -> dict:
+        """Evidence about how the worker ended: exit code, signal, OOM flag. Call after kill()/exit."""
+        code = self.proc.poll()
+        info: dict = {"exit_code": code}
+        if code is not None and code < 0:
+            info["signal"] = -code
+        return info
+
+    def cleanup(self) -> None:
+        """Remove whatever the worker left behind (temp dirs, containers). Idempotent."""
+
+
+class Sandbox(ABC):
+    name: str = "abstract"
+
+    @abstractmethod
+    def start(self, *, track: str, entry: str, submission: Path, limits: Limits) -> WorkerHandle:
+        """Start a worker for ``submission`` that will serve ``entry`` in ``track`` (numpy|torch)."""
+
+    def describe(self) -> dict:
+        return {"sandbox": self.name}

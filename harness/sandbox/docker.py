@@ -1,0 +1,393 @@
+"""Docker sandbox: one hardened, throw-away container per worker start.
+
+The worker runs as ``python3 -I -B /opt/grader/worker.py`` inside the sandbox image (see
+docker/sandbox.Dockerfile) through ``docker run -i`` so the host keeps plain stdin/stdout pipes. The container
+has no network, a read-only root with a size-capped tmpfs at /tmp, no capabilities, no new privileges, a pids,
+memory (= memory+swap), CPU and ulimit cap, a non-root user and an init process. The only host path it sees is
+a temp dir holding a copy of the submission, mounted read-only at /submission; never the Docker socket.
+
+Containers are not started with ``--rm``: after the worker ends the host inspects ``State.OOMKilled`` and
+``State.ExitCode`` for :meth:`DockerHandle.post_mortem`, then removes the container. Leftover labelled
+containers (a host that crashed) are swept when a :class:`DockerSandbox` is created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
+
+LABEL = "grader.container"
+LABEL_STARTED = "grader.started"
+LABEL_DEADLINE = "grader.deadline"
+CONTAINER_UID = 10001
+IMAGE_REPO = "attn-grader-sandbox"
+KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+PROBE_TIMEOUT_S = 0.8       # engine ping / image inspect during available()
+API_TIMEOUT_S = 15          # other engine calls (kill, inspect, remove)
+AVAILABLE_TTL_S = 30.0      # how long available() trusts its last answer
+MAX_RUN_S_DEFAULT = 1800    # longest a grading run may keep one container; older ones are swept
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def default_image() -> str:
+    """The sandbox image to run: ``$GRADER_SANDBOX_IMAGE`` or ``attn-grader-sandbox:<harness version>``."""
+    return os.environ.get("GRADER_SANDBOX_IMAGE") or f"{IMAGE_REPO}:{_version()}"
+
+
+def worker_sha256() -> str:
+    """Fingerprint of the worker files baked into the image (label ``grader.worker_sha256``)."""
+    h = hashlib.sha256()
+    for name in WORKER_FILES:
+        h.update(name.encode() + b"\0")
+        h.update((WORKER_DIR / name).read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def max_run_s() -> float:
+    try:
+        return float(os.environ.get("GRADER_SANDBOX_MAX_RUN_S", MAX_RUN_S_DEFAULT))
+    except ValueError:
+        return float(MAX_RUN_S_DEFAULT)
+
+
+def docker_cli() -> str | None:
+    return shutil.which("docker")
+
+
+def engine_socket_missing() -> str | None:
+    """A reason the engine is certainly unreachable (a unix socket path that does not exist), else None."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if not host:
+        path = "/var/run/docker.sock"
+    elif host.startswith("unix://"):
+        path = host[len("unix://"):]
+    else:
+        return None  # tcp:// or ssh://: only a real call can tell
+    if not os.path.exists(path):
+        return f"no Docker engine socket at {path}"
+    return None
+
+
+def api_client(timeout: float = API_TIMEOUT_S):
+    """A docker-py low-level client for the engine named by the environment (DOCKER_HOST...)."""
+    import docker
+
+    return docker.APIClient(timeout=timeout, **_client_kwargs())
+
+
+def _client_kwargs() -> dict:
+    from docker.utils import kwargs_from_env
+
+    kwargs = kwargs_from_env()
+    kwargs.setdefault("base_url", "unix:///var/run/docker.sock")
+    kwargs["version"] = "auto"
+    return kwargs
+
+
+def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S) -> list[tuple[str, bool, str, str]]:
+    """Fast checks, in order, stopping at the first failure: engine reachable, image present, image current.
+
+    Returns ``(name, ok, detail, hint)`` tuples (the shape of :class:`harness.dockerimage.DoctorCheck`).
+    """
+    image = image or default_image()
+    build_hint = "run `grade sandbox build` (air-gapped: `bash .ci/docker-setup.sh`)"
+    out: list[tuple[str, bool, str, str]] = []
+    engine_hint = ("start the Docker engine (e.g. `dockerd &` as root, or `bash .ci/docker-setup.sh`) "
+                   "or check DOCKER_HOST; or grade with --sandbox local")
+    if docker_cli() is None:
+        out.append(("engine", False, "the `docker` command is not installed",
+                    "install Docker (Debian: `apt-get install docker.io`) or grade with --sandbox local"))
+        return out
+    reason = engine_socket_missing()
+    if reason:
+        out.append(("engine", False, reason, engine_hint))
+        return out
+    try:
+        import docker  # noqa: F401
+    except ImportError:
+        out.append(("engine", False, "the `docker` Python package is missing", "pip install 'docker>=7'"))
+        return out
+    try:
+        client = api_client(timeout=timeout)
+        client.ping()
+        server = client.version(api_version=False).get("Version", "?")
+    except Exception as exc:  # requests/docker errors of many kinds
+        out.append(("engine", False, f"Docker engine not reachable: {type(exc).__name__}: {str(exc)[:200]}",
+                    engine_hint))
+        return out
+    out.append(("engine", True, f"Docker engine {server} reachable", ""))
+    try:
+        info = client.inspect_image(image)
+    except Exception as exc:
+        from docker.errors import ImageNotFound, NotFound
+
+        if isinstance(exc, (ImageNotFound, NotFound)):
+            out.append(("image", False, f"sandbox image {image} is missing", build_hint))
+        else:
+            out.append(("image", False, f"cannot inspect {image}: {type(exc).__name__}: {str(exc)[:200]}",
+                        build_hint))
+        return out
+    finally:
+        client.close()
+    out.append(("image", True, f"sandbox image {image} present ({info.get('Id', '')[7:19]})", ""))
+    labels = (info.get("Config") or {}).get("Labels") or {}
+    want_version, want_sha = _version(), worker_sha256()
+    problems = []
+    if labels.get("grader.version") != want_version:
+        problems.append(f"grader.version={labels.get('grader.version')!r}, harness is {want_version!r}")
+    if labels.get("grader.worker_sha256") != want_sha:
+        problems.append("worker files differ from the ones baked into the image "
+                        f"(grader.worker_sha256={str(labels.get('grader.worker_sha256'))[:12]}..., "
+                        f"harness {want_sha[:12]}...)")
+    if problems:
+        out.append(("image current", False, f"sandbox image {image} is stale: " + "; ".join(problems),
+                    "rebuild it: `grade sandbox build`"))
+    else:
+        out.append(("image current", True, f"labels match harness {want_version} and worker {want_sha[:12]}", ""))
+    return out
+
+
+_available_cache: dict[tuple, tuple[float, bool]] = {}
+_sweep_lock = threading.Lock()
+_swept = False
+
+
+class DockerHandle(WorkerHandle):
+    def __init__(self, proc: subprocess.Popen, name: str, workdir: str, started: float):
+        self.proc = proc
+        self.name = name
+        self.workdir = workdir
+        self.started = started
+        self._state: dict | None = None
+        self._removed = False
+        self._killed = False
+        self._client = None
+
+    # -- engine calls -------------------------------------------------------------------------------------
+    def _api(self):
+        if self._client is None:
+            self._client = api_client()
+        return self._client
+
+    def _inspect(self) -> dict | None:
+        if self._state is not None:
+            return self._state
+        if self._removed:
+            return None
+        try:
+            state = self._api().inspect_container(self.name).get("State") or {}
+        except Exception as exc:
+            return {"inspect_error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        if not state.get("Running"):
+            self._state = state  # final: cache it so post_mortem works after cleanup()
+        return state
+
+    def kill(self) -> None:
+        self._killed = True
+        if self.proc.poll() is None:
+            try:
+                self._api().kill(self.name, signal="SIGKILL")
+            except Exception:  # already gone / never created / engine trouble: kill the client below
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self._inspect()
+
+    def post_mortem(self) -> dict:
+        info = super().post_mortem()
+        info["sandbox"] = "docker"
+        info["container"] = self.name
+        info["killed_by_host"] = self._killed
+        state = self._inspect() if self.proc.poll() is not None else None
+        if state:
+            if "inspect_error" in state:
+                info["inspect_error"] = state["inspect_error"]
+            else:
+                code = state.get("ExitCode")
+                info["container_exit_code"] = code
+                info["oom_killed_flag"] = bool(state.get("OOMKilled"))
+                if state.get("Error"):
+                    info["engine_error"] = str(state["Error"])[:500]
+                if isinstance(code, int) and code > 128:
+                    info["signal"] = code - 128
+                # OOMKilled alone can be set for a child the kernel picked while the worker survived:
+                # report an OOM death only when the worker itself died of SIGKILL.
+                info["oom_killed"] = bool(state.get("OOMKilled")) and code == 137
+                if code is not None:
+                    info["exit_code"] = code
+        info.setdefault("oom_killed", False)
+        return info
+
+    def cleanup(self) -> None:
+        if self.proc.poll() is None:
+            self.kill()
+        else:
+            self._inspect()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                stream.close()
+            except (OSError, AttributeError):
+                pass
+        if not self._removed:
+            try:
+                self._api().remove_container(self.name, force=True)
+            except Exception as exc:
+                from docker.errors import NotFound
+
+                if not isinstance(exc, NotFound):  # engine trouble: the next sweep will remove it
+                    pass
+            self._removed = True
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class DockerSandbox(Sandbox):
+    name = "docker"
+
+    def __init__(self, image: str | None = None):
+        self.image = image or default_image()
+
+    # -- availability -------------------------------------------------------------------------------------
+    @classmethod
+    def available(cls, image: str | None = None) -> bool:
+        """True when the engine answers and the sandbox image is present and current. Fast and cached."""
+        image = image or default_image()
+        key = (os.environ.get("DOCKER_HOST", ""), image)
+        now = time.monotonic()
+        hit = _available_cache.get(key)
+        if hit and now - hit[0] < AVAILABLE_TTL_S:
+            return hit[1]
+        ok = all(check[1] for check in probe(image))
+        _available_cache[key] = (now, ok)
+        return ok
+
+    def check(self) -> None:
+        """Raise :class:`SandboxUnavailable` with a fix hint unless docker grading can run."""
+        from ..errors import SandboxUnavailable
+
+        for name, ok, detail, hint in probe(self.image, timeout=3.0):
+            if not ok:
+                raise SandboxUnavailable(f"docker sandbox unavailable: {detail}", hint=hint, check=name)
+
+    # -- housekeeping -------------------------------------------------------------------------------------
+    @staticmethod
+    def sweep(*, older_than_s: float | None = None) -> list[str]:
+        """Remove labelled grader containers past their deadline (or older than ``older_than_s``)."""
+        limit = max_run_s() if older_than_s is None else older_than_s
+        removed = []
+        try:
+            client = api_client(timeout=5)
+            containers = client.containers(all=True, filters={"label": LABEL})
+        except Exception:
+            return removed
+        now = time.time()
+        try:
+            for c in containers:
+                labels = c.get("Labels") or {}
+                try:
+                    started = float(labels.get(LABEL_STARTED, c.get("Created", now)))
+                except ValueError:
+                    started = float(c.get("Created", now))
+                try:
+                    deadline = float(labels.get(LABEL_DEADLINE, started + limit))
+                except ValueError:
+                    deadline = started + limit
+                if older_than_s is not None:
+                    deadline = min(deadline, started + older_than_s)
+                exited_long_ago = c.get("State") != "running" and now - started > 120
+                if now > deadline or exited_long_ago:
+                    try:
+                        client.remove_container(c["Id"], force=True)
+                        removed.append(c["Id"][:12])
+                    except Exception:
+                        pass
+        finally:
+            client.close()
+        return removed
+
+    def _sweep_once(self) -> None:
+        global _swept
+        with _sweep_lock:
+            if _swept:
+                return
+            _swept = True
+        self.sweep()
+
+    # -- start --------------------------------------------------------------------------------------------
+    def command(self, *, name: str, track: str, entry: str, mount_dir: str, limits: Limits,
+                started: float) -> list[str]:
+        mb = 1024 * 1024
+        env = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+        env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
+        memory = f"{int(limits.memory_mb)}m"
+        cmd = [
+            docker_cli() or "docker", "run", "-i", "--name", name,
+            "--label", f"{LABEL}=1", "--label", f"{LABEL_STARTED}={started:.0f}",
+            "--label", f"{LABEL_DEADLINE}={started + max_run_s():.0f}",
+            "--network", "none", "--read-only",
+            "--tmpfs", f"/tmp:rw,nosuid,nodev,size={int(limits.tmpfs_mb)}m,mode=1777",
+            "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+            "--pids-limit", str(int(limits.pids)),
+            "--memory", memory, "--memory-swap", memory,
+            "--cpus", f"{float(limits.cpus):g}",
+            "--ulimit", f"nofile={int(limits.nofile)}:{int(limits.nofile)}",
+            "--ulimit", f"fsize={int(limits.fsize_mb) * mb}:{int(limits.fsize_mb) * mb}",
+            "--ulimit", "core=0:0",
+            "--ulimit", f"cpu={int(limits.cpu_s)}:{int(limits.cpu_s) + 5}",
+            "--user", f"{CONTAINER_UID}:{CONTAINER_UID}", "--init",
+            "--hostname", "sandbox", "--workdir", "/tmp", "--log-driver", "none",
+            "--mount", f"type=bind,source={mount_dir},target=/submission,readonly",
+        ]
+        for key, value in env.items():
+            cmd += ["-e", f"{key}={value}"]
+        cmd += [self.image, "python3", "-I", "-B", "/opt/grader/worker.py", "--track", track, "--entry", entry,
+                "/submission/submission.py"]
+        return cmd
+
+    def start(self, *, track: str, entry: str, submission: Path, limits: Limits) -> WorkerHandle:
+        from ..errors import InfrastructureError
+
+        self._sweep_once()
+        if docker_cli() is None:
+            raise InfrastructureError("the `docker` command is not installed")
+        parent = os.environ.get("GRADER_SANDBOX_TMPDIR") or None  # a path the engine's host can also see
+        workdir = tempfile.mkdtemp(prefix="grade-docker-", dir=parent)
+        try:
+            os.chmod(workdir, 0o755)  # the container user (uid 10001) must read the submission
+            target = os.path.join(workdir, "submission.py")
+            shutil.copyfile(submission, target)
+            os.chmod(target, 0o444)
+            started = time.time()
+            name = f"grader-{os.getpid()}-{secrets.token_hex(6)}"
+            cmd = self.command(name=name, track=track, entry=entry, mount_dir=workdir, limits=limits,
+                               started=started)
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True, close_fds=True)
+        except OSError as exc:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise InfrastructureError(f"could not start the docker sandbox: {exc}") from exc
+        return DockerHandle(proc, name, workdir, started)
+
+    def describe(self) -> dict:
+        return {"sandbox": self.name, "image": self.image}
