@@ -37,7 +37,7 @@ RUN set -eu; \
     chown -R root:root /opt/venv; chmod -R go-w /opt/venv; \
     /opt/venv/bin/python -c "import numpy, torch; print('numpy', numpy.__version__, 'torch', torch.__version__)"
 
-# ---- final image (no RUN may touch /opt/venv here: that would copy it into a second layer) ------------------------------------------------------------------------------------------
+# ---- final image (no RUN may touch /opt/venv here: that would copy it into a second layer) ----------
 FROM ${BASE_IMAGE}
 ARG GRADER_VERSION=unknown
 ARG WORKER_SHA256=unknown
