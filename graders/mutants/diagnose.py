@@ -1,2 +1,96 @@
-def diagnose(exercise, track, observations, results):
-    return []
+"""Named-bug diagnosis: which catalogued mistake explains the candidate's failures (host-side only).
+
+A numeric bug explains a submission when, on every recorded forward output of the candidate, the oracle with
+that bug reproduces the candidate's output within tolerance — failing cases *and* passing ones (a bug that
+would have broken a case the candidate got right is not the explanation). If no single bug explains
+everything, pairs are tried, so a candidate with two mistakes gets both named. Nothing fits -> no diagnosis.
+Signature bugs (dtype, in-place mutation) come from the tests that caught them.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from harness.report import Diagnosis
+
+from ..common import oracle
+from .catalog import applicable
+
+MATCH_TOL = {"float32": 2e-4, "float64": 1e-7}
+
+
+def _mutant_output(case, bugs):
+    c = case.astype(np.float64)
+    mask = None if c.mask is None else np.array(c.mask)
+    try:
+        with np.errstate(all="ignore"):
+            return oracle.forward(c.x, c.wq, c.wk, c.wv, c.wo, c.h, y=c.y, g=c.g, mask=mask, bq=c.bq, bk=c.bk,
+                                  bv=c.bv, bo=c.bo, bugs=bugs - {"dtype_promoted", "input_mutated"})
+    except (ValueError, IndexError):  # the mutant cannot even run on this case (e.g. a broadcast error)
+        return None
+
+
+def _matches(out, expected, dtype) -> tuple[bool, float]:
+    if expected is None or out.shape != expected.shape:
+        return False, float("inf")
+    tol = MATCH_TOL.get(str(dtype), 2e-4)
+    a, e = out.astype(np.float64), expected.astype(np.float64)
+    if not np.array_equal(np.isnan(a), np.isnan(e)):
+        return False, float("inf")
+    with np.errstate(all="ignore"):
+        ok = np.isclose(a, e, atol=tol, rtol=tol, equal_nan=True).all()
+        finite = np.isfinite(a) & np.isfinite(e)
+        dev = float(np.abs(a - e)[finite].max()) if finite.any() else 0.0
+    return bool(ok), dev
+
+
+def _explains(bugs: frozenset, observations) -> dict | None:
+    worst, tests = 0.0, []
+    for obs in observations:
+        ok, dev = _matches(obs.out, _mutant_output(obs.case, bugs), obs.case.x.dtype)
+        if not ok:
+            return None
+        worst = max(worst, dev)
+        if not obs.passed:
+            tests.append(obs.test_id)
+    return {"explained_failing_outputs": len(tests), "tests": sorted(set(tests))[:12],
+            "max_abs_deviation_from_mutant": worst}
+
+
+def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis]:
+    bugs = applicable(exercise, track)
+    found: list[Diagnosis] = []
+    forwards = [o for o in observations if o.kind == "forward" and o.out is not None]
+    failing = [o for o in forwards if not o.passed]
+    numeric = [b for b in bugs if b.detector == "numeric"]
+    if failing:
+        singles = [(b, ev) for b in numeric if (ev := _explains(frozenset({b.id}), forwards))]
+        for bug, evidence in singles:
+            found.append(Diagnosis(bug.id, bug.summary, bug.hint, evidence))
+        if not singles:
+            for a, b in itertools.combinations(numeric, 2):
+                evidence = _explains(frozenset({a.id, b.id}), forwards)
+                if evidence:
+                    for bug, other in ((a, b), (b, a)):
+                        found.append(Diagnosis(bug.id, bug.summary, bug.hint, dict(evidence, together_with=other.id)))
+                    break
+    by_kind = {}
+    for o in observations:
+        by_kind.setdefault(o.kind, []).append(o)
+    for bug in bugs:
+        if bug.detector == "dtype":
+            hits = [o for o in by_kind.get("dtype", []) if o.info.get("expected") == "float32"
+                    and o.info.get("got") == "float64"]
+            if hits:
+                found.append(Diagnosis(bug.id, bug.summary, bug.hint,
+                                       {"tests": sorted({o.test_id for o in hits}), "expected": "float32",
+                                        "got": "float64"}))
+        elif bug.detector == "mutation":
+            hits = by_kind.get("mutation", [])
+            if hits:
+                changed = sorted({n for o in hits for n in o.info.get("changed", [])})
+                found.append(Diagnosis(bug.id, f"{bug.summary}: {', '.join(changed)}", bug.hint,
+                                       {"tests": sorted({o.test_id for o in hits}), "mutated": changed}))
+    return found

@@ -1,0 +1,75 @@
+"""The bug vocabulary (fixed ids), what each means to a candidate, and where each applies."""
+
+from __future__ import annotations
+
+import dataclasses
+
+ALL_EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa")
+BOTH = ("numpy", "torch")
+
+
+@dataclasses.dataclass(frozen=True)
+class Bug:
+    id: str
+    summary: str
+    hint: str
+    exercises: tuple = ALL_EXERCISES
+    tracks: tuple = BOTH
+    detector: str = "numeric"          # numeric: outputs match the mutant | dtype | mutation: a test signature
+
+    def applies(self, exercise: str, track: str) -> bool:
+        return exercise in self.exercises and track in self.tracks
+
+
+CATALOG: tuple[Bug, ...] = (
+    Bug("scale_sqrt_d", "your output matches the reference with scores scaled by 1/sqrt(d) instead of 1/sqrt(d_k)",
+        "divide Q·Kᵀ by sqrt(d_k), where d_k = d / h is the size of one head, not the model width d"),
+    Bug("no_scale", "your output matches attention whose scores were never scaled by 1/sqrt(d_k)",
+        "divide Q·Kᵀ by sqrt(d_k) before the softmax"),
+    Bug("split_without_transpose",
+        "your output matches heads split with reshape(b, h, s, d_k) instead of reshape(b, s, h, d_k) + transpose",
+        "reshape to (b, s, h, d_k) first, then swap the s and h axes; a direct reshape mixes tokens and heads"),
+    Bug("merge_without_transpose",
+        "your output matches heads merged with reshape(b, s, d) straight from (b, h, s, d_k)",
+        "transpose the context back to (b, s, h, d_k) before reshaping it to (b, s, d)"),
+    Bug("softmax_wrong_axis", "your output matches a softmax over the query axis instead of the key axis",
+        "normalise each query's scores over the keys: softmax over the last axis of (b, h, s_q, s_k)"),
+    Bug("missing_output_projection", "your output matches the concatenated heads without the output projection W_O",
+        "multiply the merged context by W_O (torch: apply w_o)"),
+    Bug("transposed_weights", "your output matches projections computed with the weights transposed (X @ W.T)",
+        "the contract is Q = X @ Wq with W of shape (d_in, d_out); in torch use the nn.Linear itself",
+        exercises=("mha", "masked_mha", "cross_attention")),
+    Bug("mask_inverted", "your output matches the mask read the wrong way round (True treated as 'may attend')",
+        "True in the mask means the key may NOT be attended: fill those scores with -inf"),
+    Bug("mask_after_softmax", "your output matches masked weights zeroed after the softmax, without renormalising",
+        "apply the mask to the scores before the softmax so each row still sums to 1"),
+    Bug("masked_rows_nan", "fully-masked query rows come out as NaN (a softmax over a row of -inf)",
+        "detect rows whose keys are all masked and give them a zero context instead of NaN"),
+    Bug("masked_rows_mean_v",
+        "fully-masked query rows return the mean of V (a large negative fill makes their weights uniform)",
+        "a query with no visible key must get a zero context: zero its weights after the softmax"),
+    Bug("causal_excludes_diagonal", "your output matches a causal mask that also hides each token from itself",
+        "a causal mask hides only future keys: triu(..., k=1), so the diagonal stays visible",
+        exercises=("masked_mha",)),
+    Bug("no_max_subtraction", "the softmax overflows for large scores: the row max is not subtracted first",
+        "compute softmax(s) as exp(s - max(s)) / sum(exp(s - max(s))) along the key axis"),
+    Bug("dtype_promoted", "float32 inputs come back as float64: something promoted the computation",
+        "keep every constant in the input's dtype (e.g. np.float32 scalars, or cast the result back)",
+        detector="dtype"),
+    Bug("bias_ignored", "your output matches the reference with the projection biases left out",
+        "apply each nn.Linear as a whole (weight and bias), e.g. self.w_q(x)", tracks=("torch",)),
+    Bug("gqa_tiled_heads", "your output matches key/value groups repeated with tile (head i reads group i % g)",
+        "query head i must use group i // (h // g): repeat_interleave along the head axis, not repeat/tile",
+        exercises=("gqa",)),
+    Bug("cross_kv_from_queries", "your output matches keys and values computed from X instead of the context Y",
+        "in cross-attention only the queries come from X; keys and values come from the context",
+        exercises=("cross_attention",)),
+    Bug("input_mutated", "an argument was modified in place", "work on copies; never write into X, the weights or the mask",
+        detector="mutation"),
+)
+
+BUGS = {b.id: b for b in CATALOG}
+
+
+def applicable(exercise: str, track: str) -> list[Bug]:
+    return [b for b in CATALOG if b.applies(exercise, track)]

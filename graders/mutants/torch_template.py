@@ -1,0 +1,120 @@
+"""A torch implementation of every exercise with switchable bugs: the torch half of the mutant catalog.
+
+``BUGS`` is replaced when a mutant file is written (graders/mutants/build.py). With no bugs it is a correct
+reference; each flag reproduces the same mistake as the NumPy oracle's flag of the same name.
+"""
+
+import math
+
+import torch
+from torch import nn
+
+BUGS = frozenset()
+
+
+class _Attention(nn.Module):
+    def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True):
+        super().__init__()
+        self.h, self.g = n_heads, n_kv_heads or n_heads
+        self.d_k = d_model // n_heads
+        d_kv = self.g * self.d_k
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_kv, bias=bias)
+        self.w_v = nn.Linear(d_model, d_kv, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    @staticmethod
+    def _proj(lin, t):
+        weight = lin.weight.T if "transposed_weights" in BUGS else lin.weight
+        bias = None if "bias_ignored" in BUGS else lin.bias
+        return nn.functional.linear(t, weight, bias)
+
+    def _split(self, t, n):                                          # (B, T, n*hs) -> (B, n, T, hs)
+        B, T, _ = t.shape
+        if "split_without_transpose" in BUGS:
+            return t.reshape(B, n, T, self.d_k)
+        return t.reshape(B, T, n, self.d_k).transpose(1, 2)
+
+    def _attend(self, x, src, mask):
+        B, Tq, C = x.shape
+        if "cross_kv_from_queries" in BUGS:
+            src = x
+        Tk = src.shape[1]
+        q = self._split(self._proj(self.w_q, x), self.h)             # (B, h, Tq, hs)
+        k = self._split(self._proj(self.w_k, src), self.g)           # (B, g, Tk, hs)
+        v = self._split(self._proj(self.w_v, src), self.g)           # (B, g, Tk, hs)
+        if self.g != self.h:
+            r = self.h // self.g
+            if "gqa_tiled_heads" in BUGS:
+                k, v = k.repeat(1, r, 1, 1), v.repeat(1, r, 1, 1)
+            else:
+                k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)  # (B, h, Tk, hs)
+        if "no_scale" in BUGS:
+            scale = 1.0
+        elif "scale_sqrt_d" in BUGS:
+            scale = math.sqrt(C)
+        else:
+            scale = math.sqrt(self.d_k)
+        scores = q @ k.transpose(-2, -1) / scale                      # (B, h, Tq, Tk)
+        m = None if mask is None else mask.to(torch.bool).expand_as(scores)
+        if "causal_excludes_diagonal" in BUGS:
+            diag = torch.triu(torch.ones(Tq, Tk, dtype=torch.bool), diagonal=0)
+            m = diag.expand_as(scores) if m is None else (m | diag)
+        if m is not None and "mask_inverted" in BUGS:
+            m = ~m
+        axis = -2 if "softmax_wrong_axis" in BUGS else -1
+
+        def softmax(s):
+            if "no_max_subtraction" in BUGS:
+                e = torch.exp(s)
+                return e / e.sum(dim=axis, keepdim=True)
+            return torch.softmax(s, dim=axis)
+
+        if m is None:
+            p = softmax(scores)
+        elif "mask_after_softmax" in BUGS:
+            p = softmax(scores).masked_fill(m, 0.0)
+        elif "masked_rows_nan" in BUGS:
+            p = softmax(scores.masked_fill(m, float("-inf")))
+        elif "masked_rows_mean_v" in BUGS:
+            p = softmax(scores.masked_fill(m, -1e9))
+        else:
+            full = m.all(dim=axis, keepdim=True)
+            p = softmax(scores.masked_fill(m & ~full, float("-inf")).masked_fill(full, 0.0)).masked_fill(m, 0.0)
+        ctx = p @ v                                                   # (B, h, Tq, hs)
+        if "merge_without_transpose" in BUGS:
+            ctx = ctx.reshape(B, Tq, C)
+        else:
+            ctx = ctx.transpose(1, 2).reshape(B, Tq, C)               # (B, Tq, C)
+        out = ctx if "missing_output_projection" in BUGS else self._proj(self.w_o, ctx)
+        if "input_mutated" in BUGS and mask is not None:
+            mask.logical_not_()                                       # the bug: flips the caller's mask
+        if "dtype_promoted" in BUGS:
+            out = out.double()
+        return out
+
+
+class MultiHeadAttention(_Attention):
+    def __init__(self, d_model, n_heads, bias=True):
+        super().__init__(d_model, n_heads, bias=bias)
+
+    def forward(self, x, mask=None):
+        return self._attend(x, x, mask)
+
+
+class MaskedMultiHeadAttention(MultiHeadAttention):
+    def forward(self, x, mask):
+        return self._attend(x, x, mask)
+
+
+class CrossAttention(MultiHeadAttention):
+    def forward(self, x, context, mask=None):
+        return self._attend(x, context, mask)
+
+
+class GroupedQueryAttention(_Attention):
+    def __init__(self, d_model, n_heads, n_kv_heads, bias=True):
+        super().__init__(d_model, n_heads, n_kv_heads, bias=bias)
+
+    def forward(self, x, mask=None):
+        return self._attend(x, x, mask)
