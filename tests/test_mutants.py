@@ -1,0 +1,60 @@
+"""Meta-tests that keep the suites honest: every catalogued mutant fails and is named by its own id."""
+
+import pytest
+
+from graders.mutants.build import write_mutant
+from graders.mutants.catalog import CATALOG, applicable
+from harness.engine import grade
+
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa")
+COMBOS = [(ex, tr) for ex in EXERCISES for tr in ("numpy", "torch")]
+TOTALS = {"mutants": 0, "killed": 0, "diagnosed": 0}
+
+
+def test_bug_vocabulary_is_the_contract():
+    assert [b.id for b in CATALOG] == [
+        "scale_sqrt_d", "no_scale", "split_without_transpose", "merge_without_transpose", "softmax_wrong_axis",
+        "missing_output_projection", "transposed_weights", "mask_inverted", "mask_after_softmax",
+        "masked_rows_nan", "masked_rows_mean_v", "causal_excludes_diagonal", "no_max_subtraction",
+        "dtype_promoted", "bias_ignored", "gqa_tiled_heads", "cross_kv_from_queries", "input_mutated"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise,track", COMBOS, ids=[f"{e}-{t}" for e, t in COMBOS])
+def test_every_mutant_is_killed_and_diagnosed(exercise, track, tmp_path, capsys):
+    bugs = applicable(exercise, track)
+    killed, diagnosed, problems = 0, 0, []
+    for bug in bugs:
+        path = write_mutant(tmp_path, exercise, track, {bug.id})
+        report = grade(exercise=exercise, submission=path, track=track, sandbox="local")
+        failing = [t.id for t in report.tests if t.status != "passed"]
+        names = [d.bug for d in report.diagnosis]
+        killed += bool(failing)
+        diagnosed += bool(names) and names[0] == bug.id
+        if not failing or not names or names[0] != bug.id:
+            problems.append(f"{bug.id}: failing={failing[:4]} diagnosis={names}")
+    TOTALS["mutants"] += len(bugs)
+    TOTALS["killed"] += killed
+    TOTALS["diagnosed"] += diagnosed
+    with capsys.disabled():
+        print(f"\n[{exercise}/{track}] mutation score {killed}/{len(bugs)}, diagnosis accuracy "
+              f"{diagnosed}/{len(bugs)}; running total {TOTALS['killed']}/{TOTALS['mutants']} killed, "
+              f"{TOTALS['diagnosed']}/{TOTALS['mutants']} diagnosed")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("track", ["numpy", "torch"])
+def test_two_mistakes_are_both_named(track, tmp_path):
+    path = write_mutant(tmp_path, "mha", track, {"no_scale", "mask_after_softmax"})
+    report = grade(exercise="mha", submission=path, track=track, sandbox="local")
+    assert report.verdict == "failed"
+    assert {d.bug for d in report.diagnosis} == {"no_scale", "mask_after_softmax"}
+
+
+def test_unexplained_failure_gets_no_guess(tmp_path):
+    path = tmp_path / "noise.py"
+    path.write_text("import numpy as np\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n"
+                    "    return (X @ Wq + 0.01 * np.sin(X)).astype(X.dtype)\n")
+    report = grade(exercise="mha", submission=path, track="numpy", sandbox="local")
+    assert report.verdict == "failed"
+    assert report.diagnosis == []
