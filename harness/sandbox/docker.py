@@ -347,6 +347,7 @@ class DockerSandbox(Sandbox):
             "--label", f"{LABEL_DEADLINE}={started + max_run_s():.0f}",
             "--network", "none", "--read-only",
             "--tmpfs", f"/tmp:rw,nosuid,nodev,size={int(limits.tmpfs_mb)}m,mode=1777",
+            "--tmpfs", "/dev/mqueue:ro,size=4k",  # --ipc none drops /dev/shm; this hides the writable mqueue
             "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
             "--pids-limit", str(int(limits.pids)),
             "--memory", memory, "--memory-swap", memory,
@@ -356,7 +357,7 @@ class DockerSandbox(Sandbox):
             "--ulimit", "core=0:0",
             "--ulimit", f"cpu={int(limits.cpu_s)}:{int(limits.cpu_s) + 5}",
             "--user", f"{CONTAINER_UID}:{CONTAINER_UID}", "--init",
-            "--hostname", "sandbox", "--workdir", "/tmp", "--log-driver", "none",
+            "--ipc", "none", "--hostname", "sandbox", "--workdir", "/tmp", "--log-driver", "none",
             "--mount", f"type=bind,source={mount_dir},target=/submission,readonly",
         ]
         for key, value in env.items():
