@@ -1,0 +1,99 @@
+"""Meta-tests that keep the suites fair: correct answers written in any reasonable style get full marks, a
+`.view` on a non-contiguous input fails only the non-contiguous tests, and an untouched stub scores zero.
+
+Correct variants live in tests/variants/<exercise>/<track>_<style>.py (the folder names the exercise, the
+filename prefix the track). Files listed in BUGGY are deliberately wrong and have their own tests below.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.engine import grade
+from harness.exercises import all_exercises
+from harness.report import load_schema
+
+VARIANTS_DIR = Path(__file__).resolve().parent / "variants"
+BUGGY = {"mha/torch_view_after_transpose.py"}
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa")
+TRACKS = ("numpy", "torch")
+
+
+def _variant_files() -> list[Path]:
+    return sorted(p for p in VARIANTS_DIR.glob("*/*.py") if not p.name.startswith("_"))
+
+
+def _key(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+CORRECT = [p for p in _variant_files() if _key(p) not in BUGGY]
+
+
+def _track_of(path: Path) -> str:
+    track = path.stem.split("_", 1)[0]
+    assert track in TRACKS, f"{_key(path)}: filename must start with numpy_ or torch_"
+    return track
+
+
+def _failures(report) -> str:
+    return "\n".join(f"  {t.id} [{t.category}] {t.status}: {t.message}" for t in report.tests if t.status != "passed")
+
+
+def _validate(report) -> None:
+    import jsonschema
+
+    jsonschema.validate(report.to_dict(), load_schema())
+
+
+def test_variant_catalog_is_complete():
+    """At least three correct styles per exercise and track."""
+    counts = {(ex, tr): 0 for ex in EXERCISES for tr in TRACKS}
+    for p in CORRECT:
+        counts[(p.parent.name, _track_of(p))] += 1
+    short = {f"{ex}/{tr}": n for (ex, tr), n in counts.items() if n < 3}
+    assert not short, f"fewer than three correct variants: {short}"
+    for key in BUGGY:
+        assert (VARIANTS_DIR / key).is_file(), key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", CORRECT, ids=[_key(p) for p in CORRECT])
+def test_correct_variant_scores_full_marks(path):
+    report = grade(exercise=path.parent.name, submission=path, track=_track_of(path), sandbox="local")
+    assert report.verdict == "passed" and report.score == report.max_score, (
+        f"{_key(path)}: verdict {report.verdict}, score {report.score}/{report.max_score}; failing tests:\n"
+        + _failures(report))
+    assert report.max_score > 0
+
+
+@pytest.mark.slow
+def test_view_on_non_contiguous_input_fails_only_the_non_contiguous_tests():
+    path = VARIANTS_DIR / "mha" / "torch_view_after_transpose.py"
+    report = grade(exercise="mha", submission=path, track="torch", sandbox="local")
+    failing = [t.id for t in report.tests if t.status != "passed"]
+    assert report.verdict == "failed", f"verdict {report.verdict}\n" + _failures(report)
+    assert failing, "the .view bug was not caught by any test"
+    assert all(t.startswith("test_non_contiguous_inputs") for t in failing), (
+        "tests other than the non-contiguous ones failed:\n" + _failures(report))
+    assert report.score == report.max_score - sum(t.max_points for t in report.tests if t.id in failing)
+
+
+STUBS = [(ex, tr) for ex in EXERCISES for tr in TRACKS]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exercise,track", STUBS, ids=[f"{e}-{t}" for e, t in STUBS])
+def test_stub_scores_zero(exercise, track):
+    stub = all_exercises()[exercise].stub_path(track)
+    assert stub.is_file(), f"missing stub {stub}"
+    report = grade(exercise=exercise, submission=stub, track=track, sandbox="local")
+    _validate(report)
+    passed = [t.id for t in report.tests if t.status == "passed"]
+    assert report.tests, "the stub's report lists no tests"
+    assert not passed, f"the stub passed tests it cannot have earned: {passed}"
+    assert report.score == 0, f"the stub scored {report.score}/{report.max_score}"
+    assert report.verdict in ("failed", "error")
+    assert report.max_score > 0
