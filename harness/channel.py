@@ -12,7 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-from . import wire
 from .errors import CandidateException, InfrastructureError, WorkerFault
 from .sandbox.base import Limits, Sandbox, WorkerHandle
 from .text import clean_text
@@ -79,15 +78,9 @@ class WorkerSession:
         self.pump.start()
 
     def close(self) -> None:
+        """Stop the worker now: nothing it could still do matters once the suite is over."""
         if self.handle is not None:
-            try:
-                self.handle.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.handle.proc.wait(timeout=2)
-            except Exception:
-                self.handle.kill()
+            self.handle.kill()
             self.handle.cleanup()
             self.handle = None
 
@@ -131,6 +124,8 @@ class WorkerSession:
         if self.handle is not None and self._ready and not self.ready_error and self.handle.proc.poll() is not None:
             self._restart()
         self.ensure_ready()
+        from . import wire  # imported here so the worker starts before the host pays for NumPy
+
         payload = wire.encode_frame(header, arrays)
         deadline = time.monotonic() + self.limits.call_timeout_s
         try:
@@ -181,6 +176,8 @@ class WorkerSession:
         return data
 
     def _read_frame(self, deadline: float, phase: str) -> tuple[dict, dict]:
+        from . import wire
+
         try:
             length = wire.parse_prefix(self._read_exact(wire.HEADER.size, deadline, phase))
             head, specs = wire.parse_header(self._read_exact(length, deadline, phase))

@@ -110,8 +110,11 @@ def _run_suite(ex, track, session, seed):
     suite = ex.suite_dir
     if not suite.is_dir():
         raise UsageError(f"exercise {ex.name!r} has no hidden suite at {suite}")
-    args = [str(suite), "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "no:stepwise",
-            "-p", "no:warnings", "--import-mode=importlib", "--rootdir", str(suite), "-c", str(suite.parent / "suite.ini"),
+    off = ("cacheprovider", "terminal", "stepwise", "warnings", "unraisableexception", "threadexception",
+           "doctest", "junitxml", "pastebin", "legacypath", "debugging", "faulthandler", "logging", "setuponly",
+           "setupplan", "nose", "tmpdir", "monkeypatch", "recwarn", "capture")
+    args = [str(suite), *[a for name in off for a in ("-p", f"no:{name}")], "--assert=plain",
+            "--import-mode=importlib", "--rootdir", str(suite), "-c", str(suite.parent / "suite.ini"),
             "-o", "python_files=test_*.py"]
     saved = {k: os.environ.pop(k, None) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
