@@ -1,0 +1,19 @@
+"""Every reference solution scores full marks on its exercise's hidden suite, in both tracks."""
+
+import pytest
+
+from harness.engine import grade
+from harness.exercises import REFERENCE_DIR
+
+EXERCISES = ["mha", "masked_mha", "cross_attention", "gqa"]
+CASES = [(ex, track) for ex in EXERCISES for track in ("numpy", "torch")]
+
+
+@pytest.mark.parametrize("exercise,track", CASES, ids=[f"{ex}-{track}" for ex, track in CASES])
+def test_reference_scores_full_marks(exercise, track):
+    report = grade(exercise=exercise, submission=REFERENCE_DIR / f"{exercise}_{track}.py", track=track,
+                   sandbox="local")
+    failed = [(t.id, t.message) for t in report.tests if t.status != "passed"]
+    assert report.verdict == "passed", failed
+    assert failed == []
+    assert report.score == report.max_score > 0
