@@ -48,7 +48,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
             from graders.mutants.diagnose import diagnose as run_diagnosis
 
             diagnosis = run_diagnosis(ex.name, track, observations, results)
-        banned = _banned_api_result(track, sub.text, session.tripwires)
+        banned = _banned_api_result(track, sub.text, session.tripwires, any(r.status == "passed" for r in results))
         if banned is not None:
             results.append(banned)
     finally:
@@ -82,18 +82,23 @@ def _version(module: str) -> str | None:
     return getattr(mod, "__version__", None)
 
 
-def _banned_api_result(track, text, tripwires):
+def _banned_api_result(track, text, tripwires, anything_passed: bool):
+    """The banned-API structure test (torch track): a runtime tripwire in the worker plus a static scan here.
+    It earns its point only alongside real work: with nothing else passing (a stub) it is not assessed."""
     if track != "torch":
         return None
     from .report import TestResult
 
     static = banned_api_uses(text)
     fired = sorted(tripwires)
-    status = "failed" if (static or fired) else "passed"
-    message = ""
-    if status == "failed":
+    if static or fired:
+        status = "failed"
         message = ("uses a built-in attention API, which this exercise asks you to implement yourself: "
                    + ", ".join(sorted(set(static) | set(fired))))
+    elif anything_passed:
+        status, message = "passed", ""
+    else:
+        status, message = "skipped", "not assessed: none of the other tests passed"
     return TestResult(id="test_no_builtin_attention", category="structure", status=status,
                       points=1.0 if status == "passed" else 0.0, max_points=1.0, visibility="visible",
                       message=message, diagnostics={"static_scan": static, "runtime_tripwire": fired},

@@ -82,5 +82,19 @@ def detect_track(sub: Submission, exercise: Exercise) -> str:
 
 
 def banned_api_uses(text: str) -> list[str]:
-    """Best-effort static scan: which banned attention APIs the source names."""
-    return sorted({label for name, label in BANNED_APIS.items() if re.search(rf"\b{name}\b", text)})
+    """Best-effort static scan of names and attributes (not comments or strings) for banned attention APIs."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.alias):
+            used.update(node.name.split("."))
+            if node.asname:
+                used.add(node.asname)
+    return sorted(label for name, label in BANNED_APIS.items() if name in used)

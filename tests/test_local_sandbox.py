@@ -1,0 +1,92 @@
+"""The local sandbox: hangs, memory blow-ups, crashes and floods each become a status in a valid report."""
+
+from pathlib import Path
+
+import pytest
+
+from harness.engine import grade
+from harness.sandbox import Limits
+
+from .helpers import statuses, validate, write
+
+REF = (Path(__file__).resolve().parent.parent / "reference" / "mha_numpy.py").read_text()
+FAST = {"call_timeout_s": 1.0, "max_restarts": 1, "startup_timeout_s": 20}
+
+
+def graded(tmp_path, body: str, **limits):
+    path = write(tmp_path, "sub.py", body)
+    report = grade(exercise="mha", submission=path, track="numpy", sandbox="local", limits={**FAST, **limits})
+    validate(report)
+    return report
+
+
+def test_infinite_loop_is_a_timeout_and_later_tests_still_get_a_status(tmp_path):
+    report = graded(tmp_path, "def mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n    while True:\n        pass\n")
+    found = set(statuses(report).values())
+    assert "timeout" in found
+    assert found <= {"timeout", "error"}
+    assert report.verdict == "failed" and report.score == 0
+    timed_out = [t for t in report.tests if t.status == "timeout"]
+    assert timed_out[0].diagnostics["wall_clock_limit_s"] == 1.0
+    exhausted = [t for t in report.tests if t.status == "error"]
+    assert all("restart budget" in t.message for t in exhausted)
+
+
+def test_memory_blow_up_is_memory(tmp_path):
+    report = graded(tmp_path, "import numpy as np\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n"
+                              "    return np.ones((50_000_000_000,))\n", max_restarts=3)
+    assert set(statuses(report).values()) == {"memory"}
+
+
+def test_hard_exit_in_the_call_is_an_error_with_evidence(tmp_path):
+    report = graded(tmp_path, "import os\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n    os._exit(0)\n")
+    first = report.tests[0]
+    assert first.status == "error"
+    assert "exited" in first.message and first.diagnostics["exit_code"] == 0
+
+
+def test_segfault_is_an_error(tmp_path):
+    report = graded(tmp_path, "import ctypes\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n"
+                              "    ctypes.string_at(0)\n")
+    first = report.tests[0]
+    assert first.status == "error" and first.diagnostics.get("signal") == 11
+
+
+def test_import_error_is_a_clean_error_report(tmp_path):
+    report = graded(tmp_path, "import numpy as np\nraise RuntimeError('boom at import')\n")
+    assert report.verdict == "error" and report.score == 0
+    assert all(t.status == "error" for t in report.tests)
+    assert "boom at import" in report.tests[0].message
+    assert report.environment["worker_starts"] == 1
+
+
+def test_syntax_error_and_missing_entry_point(tmp_path):
+    report = graded(tmp_path, "def mha(X, Wq:\n")
+    assert report.verdict == "error" and "SyntaxError" in report.tests[0].message
+    report = graded(tmp_path, "def attention(X):\n    return X\n")
+    assert report.verdict == "error" and "defines no 'mha'" in report.tests[0].message
+
+
+def test_stdout_flood_is_output_limit(tmp_path):
+    report = graded(tmp_path, "import sys\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n"
+                              "    while True:\n        print('\\x1b[31mjunk' * 1000)\n")
+    assert report.tests[0].status == "output_limit"
+
+
+def test_prints_do_not_corrupt_the_protocol(tmp_path):
+    report = graded(tmp_path, "print('hello from import')\n" + REF.replace(
+        "    b, s, d = X.shape\n", "    b, s, d = X.shape\n    print('noise', b, s, d)\n"))
+    assert report.verdict == "passed", [(t.id, t.message) for t in report.tests if t.status != "passed"]
+
+
+def test_worker_cannot_import_the_grader(tmp_path):
+    report = graded(tmp_path, "def mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n"
+                              "    from graders.common import oracle\n"
+                              "    return oracle.forward(X, Wq, Wk, Wv, Wo, h, mask=mask)\n")
+    assert report.score == 0
+    assert "not available in the sandbox" in report.tests[0].message
+
+
+def test_limits_dataclass_overrides():
+    lim = Limits().replace(call_timeout_s=3, unknown=1, memory_mb=None)
+    assert lim.call_timeout_s == 3 and lim.memory_mb == Limits().memory_mb

@@ -1,0 +1,153 @@
+"""The wire protocol: only plain numeric arrays cross; anything malformed is rejected, never unpickled."""
+
+import io
+import pickle
+import struct
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from harness import wire
+from harness.channel import WorkerSession
+from harness.errors import WorkerFault
+from harness.sandbox.base import Limits, Sandbox
+from harness.sandbox.local import LocalHandle
+
+
+def npy(arr, **kw) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, **kw)
+    return buf.getvalue()
+
+
+def header(d: dict) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, d)
+    return buf.getvalue()
+
+
+def test_round_trip_keeps_values_dtype_and_order():
+    for arr in (np.arange(12.0).reshape(3, 4), np.asfortranarray(np.ones((2, 3), np.float32)),
+                np.array([[True, False]]), np.zeros((0, 4)), np.complex64(1 + 2j) * np.ones(3)):
+        out = wire.decode_array(wire.encode_array(arr))
+        assert out.dtype == arr.dtype and out.shape == arr.shape and np.array_equal(out, arr)
+
+
+@pytest.mark.parametrize("blob,needle", [
+    (npy(np.array([{"a": 1}], dtype=object), allow_pickle=True), "not allowed"),
+    (npy(np.zeros(3, dtype=[("a", "f8"), ("b", "i4")])), "not allowed"),
+    (npy(np.array(["text"])), "not allowed"),
+    (npy(np.zeros(4))[:-8], "promises"),
+    (npy(np.zeros(4)) + b"\0" * 8, "promises"),
+    (header({"descr": "<f8", "fortran_order": False, "shape": (10**12,)}), "cap"),
+    (header({"descr": "<f8", "fortran_order": False, "shape": (2, 3)}) + b"\0" * 48 + b"trailing", "promises"),
+    (b"\x93NUMPY\x01\x00" + struct.pack("<H", 40) + b"{'descr': __import__('os'), }".ljust(40), "malformed"),
+    (b"not an npy file at all", "malformed"),
+])
+def test_decode_rejects(blob, needle):
+    with pytest.raises(wire.WireError, match=needle):
+        wire.decode_array(blob)
+
+
+def test_frame_limits():
+    with pytest.raises(wire.WireError, match="magic"):
+        wire.parse_prefix(b"EVIL" + struct.pack(">I", 10))
+    with pytest.raises(wire.WireError, match="exceeds"):
+        wire.parse_prefix(wire.MAGIC + struct.pack(">I", wire.MAX_JSON_BYTES + 1))
+    with pytest.raises(wire.WireError, match="not a JSON object"):
+        wire.parse_header(b"[1, 2]")
+    with pytest.raises(wire.WireError, match="cap"):
+        wire.parse_header(b'{"arrays": [{"name": "out", "nbytes": 999999999999}]}')
+
+
+class ScriptSandbox(Sandbox):
+    """A 'worker' that is any Python script: lets the tests speak the protocol badly on purpose."""
+
+    name = "local"
+
+    def __init__(self, script: str):
+        self.script = textwrap.dedent(script)
+
+    def start(self, *, track, entry, submission, limits):
+        import subprocess
+
+        proc = subprocess.Popen([sys.executable, "-c", self.script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        return LocalHandle(proc, "/nonexistent-workdir")
+
+
+READY = "import sys, json, struct\nout = sys.stdout.buffer\n" \
+        "def frame(head, blobs=()):\n" \
+        "    head = dict(head, arrays=[{'name': n, 'nbytes': len(b)} for n, b in blobs])\n" \
+        "    text = json.dumps(head).encode()\n" \
+        "    out.write(b'AGW1' + struct.pack('>I', len(text)) + text + b''.join(b for _, b in blobs)); out.flush()\n" \
+        "frame({'kind': 'ready'})\n" \
+        "sys.stdin.buffer.read(8)\n"
+
+
+def session_for(script: str, tmp_path, **limits) -> WorkerSession:
+    sub = tmp_path / "s.py"
+    sub.write_text("")
+    return WorkerSession(ScriptSandbox(script), track="numpy", entry="mha", submission=sub,
+                         limits=Limits(call_timeout_s=5, startup_timeout_s=10).replace(**limits))
+
+
+def ask(session) -> WorkerFault:
+    with pytest.raises(WorkerFault) as info:
+        session.request({"op": "ping"})
+    session.close()
+    return info.value
+
+
+def test_pickle_payload_is_never_unpickled(tmp_path):
+    canary = tmp_path / "canary"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(canary), "w"))
+
+    payload = npy(np.array([Evil()], dtype=object), allow_pickle=True)
+    script = READY + f"frame({{'kind': 'result'}}, [('out', {payload!r})])\nimport time; time.sleep(5)\n"
+    fault = ask(session_for(script, tmp_path))
+    assert fault.status == "error" and "not allowed" in fault.message
+    assert not canary.exists()
+
+
+@pytest.mark.parametrize("tail,needle", [
+    ("out.write(b'garbage!' * 4); out.flush()", "magic"),
+    ("out.write(b'AGW1' + struct.pack('>I', 1 << 30)); out.flush()", "exceeds"),
+    ("frame({'kind': 'result'}, [('out', b'\\x93NUMPY' + b'x' * 40)])", "malformed"),
+    ("text = b'not json'; out.write(b'AGW1' + struct.pack('>I', len(text)) + text); out.flush()", "not JSON"),
+])
+def test_malformed_frames_are_the_candidates_failure(tmp_path, tail, needle):
+    fault = ask(session_for(READY + tail + "\nimport time; time.sleep(5)\n", tmp_path))
+    assert fault.status == "error"
+    assert needle in fault.message
+
+
+def test_oversized_array_is_rejected_before_reading_it(tmp_path):
+    script = READY + ("head = {'kind': 'result', 'arrays': [{'name': 'out', 'nbytes': %d}]}\n"
+                      "text = json.dumps(head).encode(); out.write(b'AGW1' + struct.pack('>I', len(text)) + text)\n"
+                      "out.flush(); import time; time.sleep(5)\n") % (wire.MAX_ARRAY_BYTES * 4)
+    fault = ask(session_for(script, tmp_path))
+    assert fault.status == "error" and "cap" in fault.message
+
+
+def test_silence_is_a_timeout_and_the_worker_is_killed(tmp_path):
+    session = session_for(READY + "import time; time.sleep(60)\n", tmp_path, call_timeout_s=0.5)
+    with pytest.raises(WorkerFault) as info:
+        session.request({"op": "ping"})
+    assert info.value.status == "timeout"
+    assert session.handle.proc.poll() is not None
+    session.close()
+
+
+def test_stderr_flood_is_output_limit(tmp_path):
+    script = READY + "import sys\nwhile True: sys.stderr.write('x' * 65536)\n"
+    session = session_for(script, tmp_path, output_bytes=100_000)
+    with pytest.raises(WorkerFault) as info:
+        session.request({"op": "ping"})
+    assert info.value.status == "output_limit"
+    session.close()
