@@ -41,10 +41,38 @@ wait_engine() {  # $1 = dockerd pid; up to 60 s
     return 1
 }
 
+# A dockerd that is alive (not a zombie) and may still be starting: give it the full minute first.
+live_dockerd() {
+    local pid
+    for pid in $(pgrep -x dockerd 2>/dev/null); do
+        grep -qE '^State:[[:space:]]+Z' "/proc/$pid/status" 2>/dev/null || { echo "$pid"; return 0; }
+    done
+    return 1
+}
+
+# A pid file left by a daemon that was killed (CI ends the session's processes) stops dockerd from starting.
+clear_stale_pidfile() {
+    local f=/var/run/docker.pid pid
+    [[ -e "$f" ]] || return 0
+    pid="$(cat "$f" 2>/dev/null || true)"
+    if [[ -z "$pid" || ! -e "/proc/$pid" ]] || grep -qE '^State:[[:space:]]+Z' "/proc/$pid/status" 2>/dev/null \
+        || [[ "$(cat "/proc/$pid/comm" 2>/dev/null)" != dockerd ]]; then
+        log "removing stale $f (pid ${pid:-?} is not a running dockerd)"
+        rm -f "$f"
+    fi
+}
+
+if ! engine_up && pid="$(live_dockerd)"; then
+    log "dockerd (pid $pid) is running but not answering yet; waiting"
+    wait_engine "$pid" || true
+fi
+
 if engine_up; then
     log "docker engine already running"
 else
+    clear_stale_pidfile
     started=0
+    # overlay2 (the default) is fast; vfs works everywhere but copies whole layers (a build takes ~10 min).
     for driver in "" vfs; do
         log "starting dockerd${driver:+ with --storage-driver $driver} (log: $DOCKERD_LOG)"
         # setsid: the daemon must outlive this script (the tests run after it).
@@ -59,7 +87,7 @@ else
         kill "$pid" 2>/dev/null || true
         sleep 1
         kill -9 "$pid" 2>/dev/null || true
-        rm -f /var/run/docker.pid
+        clear_stale_pidfile
     done
     if ((!started)); then
         log "ERROR: could not start the docker engine"
