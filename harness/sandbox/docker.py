@@ -202,8 +202,8 @@ class DockerHandle(WorkerHandle):
         if self.proc.poll() is None:
             try:
                 self._api().kill(self.name, signal="SIGKILL")
-            except Exception:  # already gone / never created / engine trouble: kill the client below
-                pass
+            except Exception:  # not created yet / already gone / engine trouble: stop the client now;
+                self.proc.kill()  # cleanup() removes the container by name, the sweep catches a late one
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -249,11 +249,8 @@ class DockerHandle(WorkerHandle):
         if not self._removed:
             try:
                 self._api().remove_container(self.name, force=True)
-            except Exception as exc:
-                from docker.errors import NotFound
-
-                if not isinstance(exc, NotFound):  # engine trouble: the next sweep will remove it
-                    pass
+            except Exception:  # already gone, or engine trouble: the next sweep removes it
+                pass
             self._removed = True
         if self._client is not None:
             self._client.close()
