@@ -83,6 +83,42 @@ def start(exercise, path, track, force):
     click.echo(f"wrote {path}: implement {ex.entry(track)}, then run: grade {ex.name} {path}")
 
 
+@main.group()
+def sandbox():
+    """Build and check the Docker sandbox image."""
+
+
+@sandbox.command("build")
+@click.option("--base-image", help="Base image (default python:3.11-slim; air-gapped: a local image).")
+@click.option("--wheels", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Folder of wheels (numpy, torch==2.13.0 and deps) to install offline.")
+@click.option("--tag", help="Image tag (default attn-grader-sandbox:<harness version>).")
+def sandbox_build(base_image, wheels, tag):
+    """Build the sandbox image (Python, NumPy, CPU torch, the worker; no grader code)."""
+    from .dockerimage import build_image
+
+    try:
+        built = build_image(base_image=base_image, wheels=wheels, tag=tag,
+                            progress=lambda line: click.echo(line, err=True))
+    except GraderError as exc:
+        _fail(exc)
+    click.echo(built)
+
+
+@sandbox.command("doctor")
+@click.option("--image", help="Image to check (default: the one --sandbox docker uses).")
+def sandbox_doctor(image):
+    """Check engine, image and limits; each line ok or a fix hint. Exit 1 if docker grading would fail."""
+    from .dockerimage import doctor
+
+    checks = doctor(image=image)
+    for c in checks:
+        click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+        if not c.ok and c.hint:
+            click.echo(f"     fix: {c.hint}")
+    sys.exit(EXIT_PASSED if all(c.ok for c in checks) else EXIT_FAILED)
+
+
 @main.command()
 @click.argument("exercise")
 @click.argument("file", type=click.Path(path_type=Path))

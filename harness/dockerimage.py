@@ -24,7 +24,7 @@ from .sandbox.base import WORKER_DIR, WORKER_FILES, Limits
 from .sandbox.docker import (CONTAINER_UID, LABEL, DockerSandbox, api_client, default_image, docker_cli, probe,
                              worker_sha256)
 
-DOCKERFILE = Path(__file__).resolve().parent.parent / "docker" / "sandbox.Dockerfile"
+DOCKERFILE = Path(__file__).resolve().parent / "sandbox.Dockerfile"  # shipped inside the package
 BUILD_TIMEOUT_S = 3600
 
 
@@ -37,13 +37,9 @@ class DoctorCheck:
 
 
 def _dockerfile_text() -> str:
-    if DOCKERFILE.is_file():
+    try:
         return DOCKERFILE.read_text()
-    try:  # an installed package without the docker/ folder
-        from importlib import resources
-
-        return resources.files("harness").joinpath("sandbox.Dockerfile").read_text()
-    except (FileNotFoundError, ModuleNotFoundError, OSError) as exc:
+    except OSError as exc:
         from .errors import InfrastructureError
 
         raise InfrastructureError(f"sandbox Dockerfile not found at {DOCKERFILE}") from exc

@@ -1,7 +1,7 @@
 """Docker sandbox: one hardened, throw-away container per worker start.
 
 The worker runs as ``python3 -I -B /opt/grader/worker.py`` inside the sandbox image (see
-docker/sandbox.Dockerfile) through ``docker run -i`` so the host keeps plain stdin/stdout pipes. The container
+harness/sandbox.Dockerfile) through ``docker run -i`` so the host keeps plain stdin/stdout pipes. The container
 has no network, a read-only root with a size-capped tmpfs at /tmp, no capabilities, no new privileges, a pids,
 memory (= memory+swap), CPU and ulimit cap, a non-root user and an init process. The only host path it sees is
 a temp dir holding a copy of the submission, mounted read-only at /submission; never the Docker socket.
