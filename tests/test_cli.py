@@ -1,0 +1,122 @@
+"""The `grade` command line through Click's CliRunner: exit codes, one-line errors, the JSON report."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import main
+from harness.exercises import all_exercises
+
+from .helpers import validate
+
+ROOT = Path(__file__).resolve().parent.parent
+REF_NUMPY = ROOT / "reference" / "mha_numpy.py"
+EXAMPLE = ROOT / "examples" / "mha_wrong_scale.py"
+
+
+@pytest.fixture
+def run():
+    runner = CliRunner()
+
+    def invoke(*args):
+        return runner.invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+    return invoke
+
+
+def test_list_shows_four_exercises_and_both_tracks(run):
+    result = run("list")
+    assert result.exit_code == 0
+    for name, ex in all_exercises().items():
+        assert name in result.output
+        assert ex.entry("numpy") in result.output and ex.entry("torch") in result.output
+    assert len(all_exercises()) == 4
+
+
+def test_start_writes_the_stub_and_refuses_to_overwrite(run, tmp_path):
+    target = tmp_path / "mine.py"
+    assert run("start", "gqa", "--track", "torch", target).exit_code == 0
+    assert "class GroupedQueryAttention" in target.read_text()
+    again = run("start", "gqa", target)
+    assert again.exit_code == 2 and "--force" in again.stderr
+    assert run("start", "gqa", "--track", "numpy", target, "--force").exit_code == 0
+    assert "def gqa(" in target.read_text()
+
+
+def test_passing_run_exits_0_and_writes_a_valid_report(run, tmp_path):
+    out = tmp_path / "report.json"
+    result = run("mha", REF_NUMPY, "--sandbox", "local", "--json", out, "--seed", "7")
+    assert result.exit_code == 0, result.output
+    assert "PASSED" in result.output and "shape" in result.output
+    data = validate(out.read_text())
+    assert data["verdict"] == "passed" and data["score"] == data["max_score"] > 0
+    assert data["environment"]["seed"] == 7 and data["environment"]["sandbox"] == "local"
+    assert data["track"] == "numpy" and len(data["submission"]["sha256"]) == 64
+
+
+def test_failing_run_exits_1_and_leads_with_the_diagnosis(run, tmp_path):
+    result = run("run", "mha", EXAMPLE, "--sandbox", "local", "--json", tmp_path / "r.json")
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert "FAILED" in lines[0]
+    assert lines[1].strip().startswith("diagnosis: scale_sqrt_d")
+    assert json.loads((tmp_path / "r.json").read_text())["diagnosis"][0]["bug"] == "scale_sqrt_d"
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda p: p / "missing.py", "does not exist"),
+    (lambda p: p, "is a directory"),
+    (lambda p: (p / "bin.py").write_bytes(b"\x00\x01\x02") and p / "bin.py", "binary"),
+    (lambda p: (p / "latin.py").write_bytes(b"x = '\xe9'\n") and p / "latin.py", "not UTF-8"),
+    (lambda p: (p / "big.py").write_text("#" * 1_000_001) and p / "big.py", "limit is 1000000"),
+])
+def test_unusable_input_exits_2_with_one_line(run, tmp_path, make, needle):
+    result = run("mha", make(tmp_path), "--sandbox", "local")
+    assert result.exit_code == 2
+    assert needle in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith("grade: error:")
+
+
+def test_unknown_exercise_suggests_the_closest(run):
+    result = run("mhaa", REF_NUMPY)
+    assert result.exit_code == 2
+    assert "did you mean 'mha'?" in result.stderr
+
+
+def test_bad_option_is_a_usage_error(run):
+    result = run("mha", REF_NUMPY, "--track", "jax")
+    assert result.exit_code == 2
+
+
+def test_docker_sandbox_unavailable_exits_3_with_a_fix(run, monkeypatch):
+    monkeypatch.setenv("GRADER_SANDBOX_IMAGE", "attn-grader-sandbox:does-not-exist")
+    result = run("mha", REF_NUMPY, "--sandbox", "docker")
+    assert result.exit_code == 3
+    assert "fix:" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_track_is_detected_from_the_file(run, tmp_path):
+    result = run("mha", ROOT / "reference" / "mha_torch.py", "--sandbox", "local", "--json", tmp_path / "r.json",
+                 "-q")
+    assert result.exit_code == 0
+    assert json.loads((tmp_path / "r.json").read_text())["track"] == "torch"
+
+
+def test_every_command_has_help_text(run):
+    def walk(group, prefix=()):
+        for name, cmd in group.commands.items():
+            yield prefix + (name,), cmd
+            if hasattr(cmd, "commands"):
+                yield from walk(cmd, prefix + (name,))
+
+    for path, cmd in walk(main):
+        assert cmd.help and cmd.help.strip(), f"`grade {' '.join(path)}` has no help text"
+        assert run(*path, "--help").exit_code == 0
+
+
+def test_console_script_works(grade_cli):
+    result = grade_cli("list")
+    assert result.returncode == 0 and "mha" in result.stdout
