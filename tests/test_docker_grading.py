@@ -1,0 +1,76 @@
+"""End-to-end grading under the Docker backend: same statuses as local, and hostile runs get the right status
+with no grader container left behind."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from graders.mutants.build import write_mutant
+from harness.dockerimage import leftover_containers
+from harness.engine import grade
+
+from .helpers import statuses, validate, write
+
+pytestmark = pytest.mark.docker
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa")
+FAST = {"call_timeout_s": 3.0, "max_restarts": 1}
+
+
+@pytest.fixture(autouse=True)
+def no_container_left():
+    yield
+    assert leftover_containers() == [], "a grader container survived the run"
+
+
+def both(path, track, exercise="mha", limits=None):
+    local = grade(exercise=exercise, submission=path, track=track, sandbox="local", limits=limits)
+    docker = grade(exercise=exercise, submission=path, track=track, sandbox="docker", limits=limits)
+    assert docker.environment["sandbox"] == "docker"
+    validate(local), validate(docker)
+    return local, docker
+
+
+@pytest.mark.parametrize("track", ["numpy", "torch"])
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_references_grade_identically(exercise, track):
+    local, docker = both(ROOT / "reference" / f"{exercise}_{track}.py", track, exercise)
+    assert statuses(local) == statuses(docker)
+    assert docker.verdict == "passed" and docker.score == docker.max_score
+
+
+@pytest.mark.parametrize("track,bug", [("numpy", "softmax_wrong_axis"), ("torch", "mask_after_softmax")])
+def test_a_failing_mutant_grades_identically(tmp_path, track, bug):
+    local, docker = both(write_mutant(tmp_path, "mha", track, {bug}), track)
+    assert statuses(local) == statuses(docker)
+    assert docker.verdict == "failed"
+    assert [d.bug for d in docker.diagnosis] == [d.bug for d in local.diagnosis] == [bug]
+
+
+HOSTILE = {
+    "timeout": "def mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n    while True:\n        pass\n",
+    "memory": "import numpy as np\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n"
+              "    return np.ones((50_000_000_000,))\n",
+    "error": "import os\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n    while True:\n        os.fork()\n",
+}
+
+
+@pytest.mark.parametrize("expected", sorted(HOSTILE))
+def test_hostile_submission_gets_its_status(tmp_path, expected):
+    path = write(tmp_path, "hostile.py", HOSTILE[expected])
+    report = grade(exercise="mha", submission=path, track="numpy", sandbox="docker", limits=FAST)
+    validate(report)
+    first = report.tests[0]
+    assert first.status == expected, (first.status, first.message, first.diagnostics)
+    assert report.score == 0
+    if expected == "error":
+        # fork() fails with EAGAIN once the container's --pids-limit is reached
+        assert "Resource temporarily unavailable" in first.message or first.diagnostics.get("exit_code") is not None
+
+
+def test_grade_cli_with_docker(grade_cli):
+    result = grade_cli("mha", ROOT / "reference" / "mha_numpy.py", "--sandbox", "docker")
+    assert result.returncode == 0, result.stderr
+    assert "[docker sandbox" in result.stdout
+    assert os.environ.get("CI") != "true" or "note:" not in result.stderr
