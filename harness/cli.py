@@ -35,6 +35,18 @@ class DefaultGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+_COLOURS = {"PASSED": "green", "FAILED": "red", "ERROR": "red", "PASS": "green", "FAIL": "red",
+            "TIMEOUT": "yellow", "MEMORY": "yellow", "OUTPUT": "yellow", "diagnosis:": "magenta", "hint:": "cyan"}
+
+
+def _style(line: str) -> str:
+    """Colour the first status word of a summary line (click drops colours when not on a terminal)."""
+    for word, colour in _COLOURS.items():
+        if f" {word} " in f" {line} " :
+            return line.replace(word, click.style(word, fg=colour, bold=True), 1)
+    return line
+
+
 def _fail(error: GraderError):
     raise GraderClickError(error)
 
@@ -147,5 +159,5 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
         report.write(json_path)
     lines = render_summary(report)
     for line in lines[:1] if quiet else lines:
-        click.echo(line)
+        click.echo(_style(line))
     sys.exit(EXIT_PASSED if report.verdict == "passed" else EXIT_FAILED)

@@ -1,0 +1,24 @@
+# The grader image: the trusted harness (CLI, suites, oracle, checks) plus a Docker client. It never runs
+# candidate code itself: it starts one sandbox container per submission on the host's engine (the socket is
+# mounted into THIS container only; sandbox containers never see it).
+#
+# Context: the repository root. Air-gapped builds pass BASE_IMAGE (e.g. attn-grader-base:bookworm) and put
+# wheels for the harness's dependencies in .wheels/ (see docker-compose.yml / .ci/compose-smoke.sh).
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 DEBIAN_FRONTEND=noninteractive
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends docker.io python3-venv >/dev/null \
+    && rm -rf /var/lib/apt/lists/*
+COPY . /src
+# The host side never imports torch (gradients are checked against analytic float64 ones), so the grader
+# image installs the harness without it: torch lives only in the sandbox image.
+RUN set -eu; python3 -m venv /opt/venv; \
+    if ls /src/.wheels/*.whl >/dev/null 2>&1; then idx="--no-index --find-links /src/.wheels"; else idx=""; fi; \
+    /opt/venv/bin/python -m pip install -q $idx "numpy>=1.24" "click>=8.1" "pytest>=7.4" "docker>=7.0" "rich>=13"; \
+    /opt/venv/bin/python -m pip install -q --no-deps --no-build-isolation $idx /src 2>/dev/null \
+      || /opt/venv/bin/python -m pip install -q --no-deps $idx /src; \
+    rm -rf /src
+ENV PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin \
+    GRADER_SANDBOX_TMPDIR=/tmp/attn-grader-staging
+ENTRYPOINT ["grade"]
+CMD ["--help"]
