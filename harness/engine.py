@@ -20,7 +20,10 @@ from .submission import banned_api_uses, detect_track, load_submission
 
 
 def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", sandbox: str = "auto",
-          seed: int = 0, limits: Limits | dict | None = None, notice=None, diagnose: bool = True) -> Report:
+          seed: int = 0, limits: Limits | dict | None = None, notice=None, diagnose: bool = True,
+          keep_artifacts: bool = False) -> Report:
+    """``keep_artifacts``: also keep, as ``report.artifacts`` (not part of the JSON), the arrays of a few failing
+    forward tests (case, candidate output, reference; size-capped) for the HTML report's plots."""
     t0 = time.monotonic()
     ex = get_exercise(exercise)
     sub = load_submission(submission)
@@ -48,6 +51,11 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
             from graders.mutants.diagnose import diagnose as run_diagnosis
 
             diagnosis = run_diagnosis(ex.name, track, observations, results)
+        artifacts = None
+        if keep_artifacts:
+            from .artifacts import collect
+
+            artifacts = collect(observations, results)
         banned = _banned_api_result(track, sub.text, session.tripwires, any(r.status == "passed" for r in results))
         if banned is not None:
             results.append(banned)
@@ -62,12 +70,15 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
            "limits": lim.to_dict(), "worker_starts": session.starts, **box.describe()}
     if plugin.collection_errors:
         env["collection_errors"] = plugin.collection_errors[:3]
-    return Report(exercise=ex.name, track=track, verdict=verdict,
-                  score=round(sum(r.points for r in results), 4), max_score=round(sum(r.max_points for r in results), 4),
-                  tests=results, diagnosis=[d if isinstance(d, Diagnosis) else Diagnosis(**d) for d in diagnosis],
-                  environment=env, submission=sub.to_dict(),
-                  timings={"total_s": round(t_end - t0, 3), "suite_s": round(t_suite - t_started, 3),
-                           "diagnosis_s": round(t_end - t_suite, 3)})
+    report = Report(exercise=ex.name, track=track, verdict=verdict,
+                    score=round(sum(r.points for r in results), 4), max_score=round(sum(r.max_points for r in results), 4),
+                    tests=results, diagnosis=[d if isinstance(d, Diagnosis) else Diagnosis(**d) for d in diagnosis],
+                    environment=env, submission=sub.to_dict(),
+                    timings={"total_s": round(t_end - t0, 3), "suite_s": round(t_suite - t_started, 3),
+                             "diagnosis_s": round(t_end - t_suite, 3)})
+    if keep_artifacts:
+        report.artifacts = artifacts
+    return report
 
 
 def _version(module: str) -> str | None:
