@@ -1,0 +1,31 @@
+"""A plain `pip install .` (a wheel) must carry everything `grade` reads at run time."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from harness.exercises import all_exercises
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_wheel_contains_the_data_files(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    wheel = next(tmp_path.glob("attention_grader-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    needed = {"harness/schema/report.schema.json", "harness/sandbox.Dockerfile", "harness/worker.py",
+              "harness/wire.py", "graders/suite.ini", "graders/common/oracle.py", "graders/mutants/torch_template.py"}
+    for name in all_exercises():
+        needed |= {f"exercises/{name}/exercise.json", f"exercises/{name}/README.md",
+                   f"exercises/{name}/stub_numpy.py", f"exercises/{name}/stub_torch.py",
+                   f"reference/{name}_numpy.py", f"reference/{name}_torch.py"}
+        assert any(n.startswith(f"graders/{name}/test_") for n in names), f"suite for {name} missing"
+    assert needed <= names, sorted(needed - names)
+    assert not any(n.startswith("tests/") for n in names)
+    entry = [n for n in names if n.endswith("entry_points.txt")]
+    assert entry and "grade = harness.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
