@@ -161,3 +161,9 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
     for line in lines[:1] if quiet else lines:
         click.echo(_style(line))
     sys.exit(EXIT_PASSED if report.verdict == "passed" else EXIT_FAILED)
+
+
+# -- commands defined in other modules (registration only: issue 6, batch grading and reports) --------------
+from .commands_batch import batch_cmd  # noqa: E402
+
+main.add_command(batch_cmd)
