@@ -165,5 +165,8 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
 
 # -- commands defined in other modules (registration only: issue 6, batch grading and reports) --------------
 from .commands_batch import batch_cmd  # noqa: E402
+from .commands_report import compare_cmd, report_cmd  # noqa: E402
 
 main.add_command(batch_cmd)
+main.add_command(report_cmd)
+main.add_command(compare_cmd)

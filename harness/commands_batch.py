@@ -126,8 +126,9 @@ def _summary(result, out, junit_path, gradescope) -> None:
 
     console = Console()
     table = Table(title=f"grade batch: {len(result.items)} submissions", title_justify="left")
-    for col, kw in (("submission", {}), ("verdict", {}), ("score", {"justify": "right"}), ("diagnosis", {}),
-                    ("time", {"justify": "right"}), ("note", {})):
+    for col, kw in (("submission", {"overflow": "fold"}), ("verdict", {}), ("score", {"justify": "right"}),
+                    ("diagnosis", {"overflow": "fold"}), ("time", {"justify": "right", "no_wrap": True}),
+                    ("note", {})):
         table.add_column(col, **kw)
     for it in result.items:
         rep = it.report or {}

@@ -1,0 +1,88 @@
+"""`grade report` and `grade compare`: showing saved reports. Registered in harness/cli.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+VERDICT_COLOUR = {"PASSED": "green", "FAILED": "red", "ERROR": "magenta"}
+
+
+def _raise(exc):
+    from .cli import GraderClickError
+
+    raise GraderClickError(exc) from None
+
+
+def _style(line: str) -> str:
+    for word, colour in VERDICT_COLOUR.items():
+        if line.startswith(f"verdict: {word}"):
+            return line.replace(word, click.style(word, fg=colour, bold=True), 1)
+    for word, colour in (("FAIL", "red"), ("ERROR", "magenta"), ("TIMEOUT", "red"), ("MEMORY", "red"),
+                         ("OUTPUT", "red")):
+        if line.startswith(f"  {word} "):
+            return line.replace(word, click.style(word, fg=colour, bold=True), 1)
+    return line
+
+
+@click.command("report")
+@click.argument("report_path", metavar="REPORT.json", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--audience", type=click.Choice(["interviewer", "candidate"]), default="interviewer",
+              show_default=True, help="candidate: hidden tests show no message, inputs or plots.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a self-contained HTML page (plots inline, no network fetches).")
+@click.option("--source", "source_path", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="The submission file, if it is no longer at the path the report records.")
+def report_cmd(report_path, audience, html_path, source_path):
+    """Show a saved report: verdict, diagnosis, score by category, failing tests with their diagnostics."""
+    from .errors import GraderError
+    from .report_text import load_report_file, render_text
+
+    try:
+        data = load_report_file(report_path)
+    except GraderError as exc:
+        _raise(exc)
+    for line in render_text(data, audience=audience):
+        click.echo(_style(line))
+    if html_path:
+        from .html_report import write_html
+
+        write_html(html_path, data, audience=audience, report_path=report_path, source_path=source_path)
+        click.echo(f"wrote {html_path}")
+
+
+@click.command("compare")
+@click.argument("reports", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a sortable HTML table.")
+def compare_cmd(reports, html_path):
+    """One row per candidate (REPORT files, or folders of them): verdict, score per category, diagnosed bugs,
+    time taken."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .compare import collect_reports, rows, write_html
+    from .errors import GraderError
+
+    try:
+        found = collect_reports(reports)
+    except GraderError as exc:
+        _raise(exc)
+    cats, table = rows(found)
+    t = Table(title=f"{len(table)} candidates", title_justify="left")
+    for col in ("candidate", "verdict", "score", *cats, "diagnosed bugs", "time"):
+        t.add_column(col, justify="right" if col in ("score", "time", *cats) else "left",
+                     overflow="fold", no_wrap=col in ("score", "time", "verdict"))
+    colour = {"passed": "green", "failed": "red", "error": "magenta"}
+    for r in table:
+        cells = [r["candidate"], f"[{colour.get(r['verdict'], 'white')}]{r['verdict']}[/]",
+                 f"{r['score']:g}/{r['max_score']:g}"]
+        cells += ["-" if r["categories"][c] is None else
+                  f"{r['categories'][c]['score']:g}/{r['categories'][c]['max_score']:g}" for c in cats]
+        cells += [", ".join(r["bugs"]) or r["not_graded"], f"{r['time_s']:.2f} s"]
+        t.add_row(*cells)
+    Console().print(t)
+    if html_path:
+        write_html(html_path, found)
+        click.echo(f"wrote {html_path}")
