@@ -125,6 +125,8 @@ def _summary(result, out, junit_path, gradescope) -> None:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:  # CI logs, pipes: wide enough that rows do not fold
+        console = Console(width=200)
     table = Table(title=f"grade batch: {len(result.items)} submissions", title_justify="left")
     for col, kw in (("submission", {"overflow": "fold"}), ("verdict", {}), ("score", {"justify": "right"}),
                     ("diagnosis", {"overflow": "fold"}), ("time", {"justify": "right", "no_wrap": True}),

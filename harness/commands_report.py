@@ -52,6 +52,14 @@ def report_cmd(report_path, audience, html_path, source_path):
         click.echo(f"wrote {html_path}")
 
 
+def _console():
+    """Rich console; when not on a terminal (CI logs, pipes) wide enough that rows do not fold."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
 @click.command("compare")
 @click.argument("reports", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -59,7 +67,6 @@ def report_cmd(report_path, audience, html_path, source_path):
 def compare_cmd(reports, html_path):
     """One row per candidate (REPORT files, or folders of them): verdict, score per category, diagnosed bugs,
     time taken."""
-    from rich.console import Console
     from rich.table import Table
 
     from .compare import collect_reports, rows, write_html
@@ -82,7 +89,7 @@ def compare_cmd(reports, html_path):
                   f"{r['categories'][c]['score']:g}/{r['categories'][c]['max_score']:g}" for c in cats]
         cells += [", ".join(r["bugs"]) or r["not_graded"], f"{r['time_s']:.2f} s"]
         t.add_row(*cells)
-    Console().print(t)
+    _console().print(t)
     if html_path:
         write_html(html_path, found)
         click.echo(f"wrote {html_path}")
