@@ -54,6 +54,4 @@ class Problem:
             mask = mask[..., perm, :]
             if not self.cross:
                 mask = mask[..., perm]
-        if self.cross:
-            return case.replace(x=case.x[:, perm], mask=mask)
         return case.replace(x=case.x[:, perm], mask=mask)

@@ -59,8 +59,8 @@ def test_matches_reference_single_token(candidate, problem, track, rng, record):
 
 @grade("numeric", points=2)
 def test_causal_mask(candidate, problem, track, rng, record):
-    """A (s_q, s_k) causal mask: True above the diagonal may not be attended."""
-    case = problem.make(track, rng, b=2, s=6, d=8, h=2)
+    """A (s_q, s_k) causal mask: True above the diagonal may not be attended (h=4: GQA runs with g=2)."""
+    case = problem.make(track, rng, b=2, s=6, d=8, h=4)
     s_k = case.x.shape[1] if case.y is None else case.y.shape[1]
     check_forward(candidate, case.replace(mask=np.triu(np.ones((6, s_k), dtype=bool), k=1)), record)
 
@@ -180,8 +180,8 @@ def test_without_bias(candidate, problem, track, rng, record):
 @torch_only
 @grade("gradient", points=3)
 def test_gradients(candidate, problem, track, rng, record):
-    """Input and parameter gradients match float64 autograd of the reference."""
-    check_gradients(candidate, problem.make(track, rng, b=2, s=5, d=8, h=2), rng, record)
+    """Input and parameter gradients match float64 autograd of the reference (h=4: GQA runs with g=2)."""
+    check_gradients(candidate, problem.make(track, rng, b=2, s=5, d=8, h=4), rng, record)
 
 
 @torch_only
