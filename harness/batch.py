@@ -463,6 +463,8 @@ def _grade_all(todo: list[Item], opts: BatchOptions, out: Path, emit, notices: l
             except queue.Empty:
                 continue
             if kind == "crash":
+                if isinstance(payload, OSError):  # e.g. the report folder's disk is full
+                    raise InfrastructureError(f"cannot write reports: {payload}") from payload
                 raise payload
             if kind == "notice":
                 if payload in notices:

@@ -35,7 +35,8 @@ def batch_cmd(paths, exercise, track, sandbox, jobs, out, junit_path, gradescope
               memory_mb, no_artifacts):
     """Grade every .py file under PATH... and write one report per submission to OUT.
 
-    Exit 0 if every submission passed, 1 if any failed, 3 on an infrastructure fault."""
+    Exit 0 if every submission passed, 1 if any failed, 3 on an infrastructure fault (130: interrupted;
+    re-run with --resume)."""
     from .batch import BatchOptions, run_batch
     from .errors import GraderError
 
@@ -62,7 +63,7 @@ def batch_cmd(paths, exercise, track, sandbox, jobs, out, junit_path, gradescope
             if it.report is not None:
                 write_results(Path(out) / "gradescope" / it.slug / "results.json", it.report)
     _summary(result, out, junit_path, gradescope)
-    sys.exit(result.exit_code)
+    sys.exit(130 if result.interrupted else result.exit_code)
 
 
 class _Progress:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -287,3 +286,27 @@ def test_throughput_benchmark_script_runs(tmp_path):
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "jobs=1" in r.stdout
+
+
+def test_sigterm_stops_cleanly_with_exit_130_and_no_survivors(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for i in range(3):
+        (subs / f"loop{i}.py").write_text(f"# {i}\n{LOOP}")
+    log = tmp_path / "starts.log"
+    proc = subprocess.Popen(["grade", "batch", "subs", "--exercise", "mha", "--sandbox", "local", "--jobs", "2",
+                             "--out", "out"], cwd=tmp_path, env={**os.environ, "ATTN_GRADER_BATCH_LOG": str(log)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(starts(log)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # both gradings are inside the candidate's infinite loop now
+    tree = _descendants({proc.pid})
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "re-run with --resume" in out
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in tree) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in tree)
+    assert reports(tmp_path / "out") == {}  # nothing finished, nothing half-written
