@@ -46,17 +46,19 @@ def _matches(out, expected, dtype) -> tuple[bool, float]:
     return bool(ok), dev
 
 
-def _explains(bugs: frozenset, observations) -> dict | None:
-    worst, tests = 0.0, []
+def _explains(bugs: frozenset, observations, failed_tests: set) -> dict | None:
+    worst, tests, wrong = 0.0, set(), 0
     for obs in observations:
         ok, dev = _matches(obs.out, _mutant_output(obs.case, bugs), obs.case.x.dtype)
         if not ok:
             return None
         worst = max(worst, dev)
         if not obs.passed:
-            tests.append(obs.test_id)
-    return {"explained_failing_outputs": len(tests), "tests": sorted(set(tests))[:12],
-            "max_abs_deviation_from_mutant": worst}
+            wrong += 1
+            if obs.test_id in failed_tests:
+                tests.add(obs.test_id)
+    return {"explained_wrong_outputs": wrong, "outputs_checked": len(observations),
+            "failing_tests_explained": sorted(tests)[:12], "max_abs_deviation_from_mutant": worst}
 
 
 def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis]:
@@ -64,14 +66,15 @@ def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis
     found: list[Diagnosis] = []
     forwards = [o for o in observations if o.kind == "forward" and o.out is not None]
     failing = [o for o in forwards if not o.passed]
+    failed_tests = {r.id for r in results if r.status != "passed"}
     numeric = [b for b in bugs if b.detector == "numeric"]
     if failing:
-        singles = [(b, ev) for b in numeric if (ev := _explains(frozenset({b.id}), forwards))]
+        singles = [(b, ev) for b in numeric if (ev := _explains(frozenset({b.id}), forwards, failed_tests))]
         for bug, evidence in singles:
             found.append(Diagnosis(bug.id, bug.summary, bug.hint, evidence))
         if not singles:
             for a, b in itertools.combinations(numeric, 2):
-                evidence = _explains(frozenset({a.id, b.id}), forwards)
+                evidence = _explains(frozenset({a.id, b.id}), forwards, failed_tests)
                 if evidence:
                     for bug, other in ((a, b), (b, a)):
                         found.append(Diagnosis(bug.id, bug.summary, bug.hint, dict(evidence, together_with=other.id)))
