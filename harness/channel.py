@@ -38,12 +38,52 @@ class _StderrPump(threading.Thread):
                     self.chunks.append(chunk)
                 elif not self.flooded:
                     self.flooded = True
-                    self.on_flood()
+                    # kill from another thread and keep draining: a Docker client blocked on a full stderr pipe
+                    # would not exit until its pipes move, so a kill waited for here would stall ~15 s
+                    threading.Thread(target=self.on_flood, daemon=True).start()
         except (OSError, ValueError):
             return
 
     def text(self, limit: int = 2000) -> str:
         return clean_text(b"".join(self.chunks)[-limit * 4:].decode("utf-8", "replace"), limit)
+
+
+_OUTPUT_FIELDS = {"type": str, "exact_type": bool, "dtype": str, "requires_grad": bool, "unsendable_dtype": str}
+
+
+def _checked_header(head: dict) -> dict:
+    """Type-check the fields the host reads from a frame header. The worker is the candidate's process, so a
+    header may be forged: a field of the wrong type is a malformed frame (the candidate's failure), never an
+    exception inside the grader."""
+    from .wire import WireError
+
+    if not isinstance(head.get("kind"), str):
+        raise WireError("frame header has no 'kind'")
+    if "output" in head:
+        info = head["output"]
+        if not isinstance(info, dict):
+            raise WireError("frame header field 'output' is not an object")
+        clean = {k: info[k] for k, kind in _OUTPUT_FIELDS.items() if isinstance(info.get(k), kind)}
+        for key in ("type", "dtype", "unsendable_dtype"):
+            if key in clean:
+                clean[key] = clean_text(clean[key], 200)
+        big = info.get("too_large")
+        if isinstance(big, list) and all(type(n) is int for n in big):
+            clean["too_large"] = big[:16]
+        head["output"] = clean
+    for key in ("params", "buffers"):
+        if key in head:
+            items = head[key]
+            if not (isinstance(items, list) and all(
+                    isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("shape"), list)
+                    and len(p["shape"]) <= 16 and all(type(n) is int and 0 <= n < 2 ** 40 for n in p["shape"])
+                    for p in items)):
+                raise WireError(f"frame header field {key!r} is malformed")
+            head[key] = [{"name": clean_text(p["name"], 200), "shape": p["shape"],
+                          "dtype": clean_text(str(p.get("dtype", "")), 40)} for p in items[:200]]
+    if "flops" in head and not (head["flops"] is None or type(head["flops"]) is int):
+        raise WireError("frame header field 'flops' is not an integer")
+    return head
 
 
 class WorkerSession:
@@ -80,9 +120,25 @@ class WorkerSession:
     def close(self) -> None:
         """Stop the worker now: nothing it could still do matters once the suite is over."""
         if self.handle is not None:
-            self.handle.kill()
+            self._kill()
             self.handle.cleanup()
             self.handle = None
+
+    def _kill(self) -> None:
+        """Kill the worker while a thread drains its protocol pipe: a Docker client blocked writing a full pipe
+        would otherwise not exit (and the kill would wait for it) until its own timeout."""
+        handle = self.handle
+
+        def drain(stream):
+            try:
+                while stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+                    pass
+            except (OSError, ValueError):  # closed by cleanup()
+                pass
+
+        if handle.proc.stdout is not None and handle.proc.poll() is None:
+            threading.Thread(target=drain, args=(handle.proc.stdout,), daemon=True).start()
+        handle.kill()
 
     def _restart(self) -> None:
         self.close()
@@ -182,8 +238,11 @@ class WorkerSession:
             length = wire.parse_prefix(self._read_exact(wire.HEADER.size, deadline, phase))
             head, specs = wire.parse_header(self._read_exact(length, deadline, phase))
             arrays = {name: wire.decode_array(self._read_exact(n, deadline, phase)) for name, n in specs}
-        except wire.WireError as exc:
-            self.handle.kill()
+            head = _checked_header(head)
+        except (wire.WireError, RecursionError) as exc:  # RecursionError: JSON nested 100k deep
+            if isinstance(exc, RecursionError):
+                exc = wire.WireError("frame header nests too deeply")
+            self._kill()
             self._ready = True  # the next request restarts the worker
             raise WorkerFault("error", f"malformed frame from the worker: {clean_text(str(exc), 300)}",
                               {"protocol_error": clean_text(str(exc), 300)}) from None
@@ -210,13 +269,13 @@ class WorkerSession:
 
     def _kill_for_timeout(self, phase: str = "call") -> WorkerFault:
         limit = self.limits.startup_timeout_s if phase == "start-up" else self.limits.call_timeout_s
-        self.handle.kill()
+        self._kill()
         self._ready = True
         return self._fault("timeout", f"no answer within {limit:g} s during {phase}; the worker was killed",
                            wall_clock_limit_s=limit)
 
     def _fault_output_limit(self) -> WorkerFault:
-        self.handle.kill()
+        self._kill()
         self._ready = True
         return self._fault("output_limit", f"the submission wrote more than {self.limits.output_bytes} bytes to "
                                            "stdout/stderr; output was cut and the worker killed",

@@ -61,6 +61,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
             results.append(banned)
     finally:
         session.close()
+    _fit_budget(results)
     t_end = time.monotonic()
     verdict = "passed"
     if any(r.status != "passed" for r in results) or not results:
@@ -79,6 +80,40 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
     if keep_artifacts:
         report.artifacts = artifacts
     return report
+
+
+REPORT_TEXT_BUDGET = 160_000  # bytes of JSON for all tests together; the whole report stays well under 256 KB
+
+
+def _fit_budget(results) -> None:
+    """Bound the report's size whatever the candidate's text: each field is already truncated, but a message of
+    astral-plane characters costs 12 bytes per character in ASCII JSON, repeated over every test. Past the budget,
+    every test but the first keeps shorter messages and diagnostics (halving until it fits)."""
+    import json
+
+    from .text import clean_text
+
+    def size() -> int:
+        return len(json.dumps([r.to_dict() for r in results], default=str))
+
+    def shrink(value, n: int):
+        if isinstance(value, str):
+            return clean_text(value, n, keep_newlines="\n" in value)
+        if isinstance(value, dict):
+            return {k: shrink(v, n) for k, v in list(value.items())[:20]}
+        if isinstance(value, (list, tuple)):
+            return [shrink(v, n) for v in list(value)[:10]]
+        return value
+
+    limit = 800
+    while limit >= 25 and size() > REPORT_TEXT_BUDGET:
+        for r in results[1:]:
+            r.message = clean_text(r.message, limit)
+            r.diagnostics = shrink(r.diagnostics, limit)
+        limit //= 2
+    if size() > REPORT_TEXT_BUDGET:  # still too big (absurd test counts): keep ids and statuses only
+        for r in results:
+            r.message, r.diagnostics = clean_text(r.message, 100), {}
 
 
 def _version(module: str) -> str | None:

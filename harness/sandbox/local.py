@@ -1,5 +1,15 @@
-"""Local process sandbox: a fresh temp dir, rlimits, a scrubbed environment, a network and PID namespace
-when the machine allows it. Convenient on a laptop; NOT an isolation boundary (see SECURITY.md)."""
+"""Local process sandbox: a fresh temp dir, rlimits, a scrubbed environment and, when the machine allows it,
+private network, PID and mount namespaces. Convenient on a laptop; NOT an isolation boundary (see SECURITY.md).
+
+With a mount namespace (root, or unprivileged user namespaces) the worker also gets, best effort:
+
+* a private /proc (other processes' command lines, working directories and environments are invisible);
+* every mount re-mounted read-only, except a size-capped tmpfs that is its home, temp and working directory;
+* the grader's own installation (harness, graders, reference, exercises and a source checkout holding them),
+  /run and /var/run (the Docker socket lives there) covered by empty read-only tmpfs mounts.
+
+Where that is not permitted it falls back to network + PID namespaces, then to a plain process group.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +26,92 @@ from pathlib import Path
 from .base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
 
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LD_LIBRARY_PATH")
+GRADER_PACKAGES = ("harness", "graders", "reference", "exercises")
+# Top-level folders an interpreter needs; with a mount namespace every other top-level folder is covered.
+SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys", "tmp", "nix")
+SENSITIVE = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
+             "/etc/ssh")
+
+# Runs as root of the new mount namespace (after unshare, before the worker; `python -I -S -c SETUP`):
+#   BOX SIZE_MB COVER_TMP HIDDEN... -- COMMAND...
+# 1. a size-capped tmpfs at BOX gets a copy of the worker, the submission and an empty home;
+# 2. with COVER_TMP=1 it is moved onto /tmp (hiding the host's /tmp: other checkouts, sockets, files);
+# 3. every HIDDEN folder is covered by an empty read-only tmpfs (a file by /dev/null);
+# 4. every other writable mount but the box and /proc is re-mounted read-only; the worker starts in BOX/home.
+SETUP = r"""
+import ctypes, os, shutil, sys
+RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, MOVE = 1, 2, 4, 8, 32, 4096, 8192
+KEEP = {os.ST_NOSUID: NOSUID, os.ST_NODEV: NODEV, os.ST_NOEXEC: NOEXEC, os.ST_NOATIME: 1024,
+        os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21}
+libc = ctypes.CDLL(None, use_errno=True)
+
+def mount(source, target, fstype, flags, data=None):
+    enc = lambda s: None if s is None else s.encode()
+    if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+args = sys.argv[1:]
+sep = args.index("--")
+box, size, cover, hidden, command = args[0], args[1], args[2] == "1", args[3:sep], args[sep + 1:]
+src = os.path.dirname(box)
+mount("grader-tmp", box, "tmpfs", NOSUID | NODEV, f"size={size}m,mode=0755")
+shutil.copytree(os.path.join(src, ".worker"), os.path.join(box, ".worker"))
+shutil.copyfile(os.path.join(src, "submission.py"), os.path.join(box, "submission.py"))
+os.mkdir(os.path.join(box, "home"), 0o700)
+if cover:
+    mount(box, "/tmp", None, MOVE)
+    box = "/tmp"
+for path in hidden:
+    if not os.path.lexists(path):  # e.g. under the host's /tmp, which the box now covers
+        continue
+    if os.path.isdir(path):
+        mount("grader-hidden", path, "tmpfs", RDONLY | NOSUID | NODEV | NOEXEC, "size=4k,mode=0555")
+    else:
+        mount("/dev/null", path, None, BIND)
+for line in open("/proc/self/mountinfo").read().splitlines():
+    point = line.split()[4]
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        point = point.replace(code, char)
+    if point in (box, "/proc") or point.startswith("/proc/") or any(point.startswith(h + "/") for h in hidden):
+        continue
+    try:
+        current = os.statvfs(point).f_flag
+    except OSError:
+        continue
+    if current & os.ST_RDONLY:
+        continue
+    flags = REMOUNT | BIND | RDONLY
+    for st, ms in KEEP.items():
+        flags |= ms if current & st else 0
+    try:
+        mount("none", point, None, flags)
+    except OSError:
+        pass
+os.chdir(os.path.join(box, "home"))
+os.execv(command[0], command)
+"""
+
+# Run inside the sandbox by the probe: home writable; every other visible mount read-only; hidden folders
+# empty; /proc private. Arguments: BOX HIDDEN...
+PROBE_CHECK = r"""
+import os, sys
+box, hidden = sys.argv[1], sys.argv[2:]
+open("probe", "w").write("ok")
+for line in open("/proc/self/mountinfo").read().splitlines():
+    point = line.split()[4].replace("\\040", " ")
+    if point in (box, "/proc") or point.startswith("/proc/") or any(point.startswith(h + "/") for h in hidden):
+        continue
+    try:
+        if not os.statvfs(point).f_flag & os.ST_RDONLY:
+            sys.exit(f"{point} is writable")
+    except OSError:
+        pass
+if any(os.path.isdir(h) and os.listdir(h) for h in hidden):
+    sys.exit("a hidden folder is visible")
+if len([p for p in os.listdir("/proc") if p.isdigit()]) > 5:
+    sys.exit("/proc is not private")
+"""
 
 
 @functools.lru_cache(maxsize=1)
@@ -33,6 +129,106 @@ def namespace_prefix() -> tuple[str, ...]:
         if ok:
             return args
     return ()
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+@functools.lru_cache(maxsize=1)
+def _needed() -> tuple[str, ...]:
+    """Folders the worker needs to see: the interpreter, its libraries, site-packages, NumPy, torch."""
+    import importlib.util
+    import site
+
+    keep = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    keep.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p)
+    try:
+        keep.update(site.getsitepackages())
+    except AttributeError:  # pragma: no cover - virtualenv's old site module
+        pass
+    for mod in ("numpy", "torch"):
+        try:
+            spec = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):
+            spec = None
+        if spec and spec.origin:
+            keep.add(os.path.dirname(spec.origin))
+    return tuple(sorted({os.path.realpath(p) for p in keep if p}))
+
+
+def cover_tmp() -> bool:
+    """Whether the worker's tmpfs can replace /tmp (not when the interpreter or its libraries live there)."""
+    tmp = os.path.realpath("/tmp")
+    return os.path.isdir("/tmp") and not any(_inside(k, tmp) for k in _needed())
+
+
+@functools.lru_cache(maxsize=1)
+def hidden_paths() -> tuple[str, ...]:
+    """What the worker must not see (when a mount namespace is available): every top-level folder but the
+    system ones, the grader's own packages and a source checkout holding them wherever they are, and a few
+    credential files. Never a folder that holds something in :func:`_needed` (or /tmp, which is replaced)."""
+    import importlib.util
+
+    found: set[str] = set()
+    try:
+        top = os.listdir("/")
+    except OSError:
+        top = []
+    for name in top:
+        path = os.path.join("/", name)
+        if name not in SYSTEM_DIRS and os.path.isdir(path) and not os.path.islink(path):
+            found.add(path)
+    packages = set()
+    for name in GRADER_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            if os.path.isdir(loc):
+                packages.add(os.path.realpath(loc))
+    found |= packages
+    for parent in {os.path.dirname(d) for d in packages}:
+        if any(os.path.exists(os.path.join(parent, m)) for m in ("pyproject.toml", "setup.py", ".git")):
+            found.add(parent)
+    found.update(p for p in SENSITIVE if os.path.exists(p))
+    keep = set(_needed()) | {os.path.realpath("/tmp")}
+    found = {d for d in found if d != "/" and not any(_inside(k, d) for k in keep)}
+    return tuple(sorted(d for d in found if not any(o != d and _inside(d, o) for o in found)))
+
+
+def _mount_command(prefix: tuple[str, ...], box: str, size_mb: int, cover: bool, hidden,
+                   command: list[str]) -> list[str]:
+    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], sys.executable, "-I", "-S", "-B", "-c", SETUP, box,
+            str(size_mb), "1" if cover else "0", *hidden, "--", *command]
+
+
+@functools.lru_cache(maxsize=1)
+def mount_isolation() -> bool:
+    """True when the mount-namespace variant works here (checked once, by running it)."""
+    prefix = namespace_prefix()
+    if not prefix or os.environ.get("GRADER_LOCAL_NO_MOUNT_NS"):
+        return False
+    probe = tempfile.mkdtemp(prefix="grade-probe-")
+    try:
+        box = os.path.join(probe, "box")
+        for folder in (box, os.path.join(probe, ".worker")):
+            os.mkdir(folder)
+        open(os.path.join(probe, "submission.py"), "w").close()
+        cover = cover_tmp()
+        root = "/tmp" if cover else box
+        hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(probe), d)]
+        cmd = _mount_command(prefix, box, 1, cover, hidden,
+                             [sys.executable, "-I", "-S", "-c", PROBE_CHECK, root, *hidden])
+        try:
+            done = subprocess.run(cmd, capture_output=True, timeout=10, env=scrubbed_env(os.path.join(root, "home")),
+                                  cwd=probe)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return done.returncode == 0
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
 
 
 def scrubbed_env(home: str) -> dict:
@@ -97,17 +293,34 @@ class LocalSandbox(Sandbox):
         os.mkdir(worker_dir)
         for name in WORKER_FILES:
             shutil.copyfile(WORKER_DIR / name, os.path.join(worker_dir, name))
-        target = os.path.join(workdir, "submission.py")
-        shutil.copyfile(submission, target)
+        shutil.copyfile(submission, os.path.join(workdir, "submission.py"))
         prefix = namespace_prefix()
-        cmd = [*prefix, sys.executable, "-I", "-B", os.path.join(worker_dir, "worker.py"),
-               "--track", track, "--entry", entry, target]
+        if mount_isolation():  # the worker runs from a copy on its own tmpfs (at /tmp when it may cover it)
+            box = os.path.join(workdir, "box")
+            os.mkdir(box)
+            cover = cover_tmp()
+            root = "/tmp" if cover else box
+            hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(workdir), d)]
+            cmd = _mount_command(prefix, box, int(limits.tmpfs_mb), cover, hidden, self._command(root, track, entry))
+        else:
+            root = workdir
+            cmd = [*prefix, *self._command(root, track, entry)]
+        home = os.path.join(root, "home")  # cwd, HOME and TMPDIR of the worker
+        if root == workdir:
+            os.mkdir(home, 0o700)
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=workdir, env=scrubbed_env(workdir), start_new_session=True,
-                                preexec_fn=functools.partial(_limit_resources, limits), close_fds=True)
+                                cwd=workdir if root != workdir else home, env=scrubbed_env(home),
+                                start_new_session=True, preexec_fn=functools.partial(_limit_resources, limits),
+                                close_fds=True)
         handle = LocalHandle(proc, workdir)
         handle.namespaced = bool(prefix)
         return handle
 
+    @staticmethod
+    def _command(root: str, track: str, entry: str) -> list[str]:
+        return [sys.executable, "-I", "-B", os.path.join(root, ".worker", "worker.py"), "--track", track,
+                "--entry", entry, os.path.join(root, "submission.py")]
+
     def describe(self) -> dict:
-        return {"sandbox": self.name, "namespaces": bool(namespace_prefix())}
+        return {"sandbox": self.name, "namespaces": bool(namespace_prefix()),
+                "read_only_fs": mount_isolation()}
