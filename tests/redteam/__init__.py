@@ -1,0 +1,1 @@
+"""The red-team corpus: hostile or broken submissions, one per file; ``cases.py`` is the manifest."""

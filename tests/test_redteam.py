@@ -1,0 +1,391 @@
+"""The red-team corpus (tests/redteam/): every hostile or broken submission, under both sandbox backends.
+
+For each case: the verdict is never ``passed`` (the controls must pass); the expected statuses; the report
+validates against the schema and stays under a size cap; candidate text in it is bounded and free of control
+characters; no secret and no hidden-suite text leaks into it; no process, container or file outlives the run
+outside the sandbox's scratch (host canaries untouched, forged files nowhere, the pickle canary never created,
+the test's network listeners never contacted). A handful also go through the `grade` CLI (exit code 1, or 0 for
+a control; never a traceback, never the forged report on stdout).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from harness.engine import grade
+from harness.submission import banned_api_uses
+
+from .helpers import validate
+from .redteam.cases import BY_NAME, CASES, Case
+
+REDTEAM = Path(__file__).resolve().parent / "redteam"
+REPORT_CAP = 256 * 1024
+LIMITS = {"call_timeout_s": 2, "max_restarts": 1, "startup_timeout_s": 30}
+FORGED_NAMES = ("report.json", "results.json", "grade.json", "junit.xml")
+PUBLIC_DIRS = ("/tmp", "/var/tmp", "/dev/shm", os.path.expanduser("~"))
+# Text that only exists in the hidden suite, the oracle or the reference: it must never reach a report.
+HIDDEN_TEXT = ("def test_output_shape", "check_forward(candidate", "def reference(case", "Q = (X @ Wq).reshape")
+CANARY_TEXT = "host canary: must stay exactly like this\n"
+# Cases whose local-backend outcome rests on the mount/PID namespaces (SECURITY.md): without them the local
+# backend is a plain process group, and these are expected to fail there (never under Docker).
+NEEDS_LOCAL_ISOLATION = {"forged_reports", "search_filesystem", "import_grader", "env_secrets", "network_exfil",
+                         "daemon_double_fork", "late_thread_writer", "disk_fill", "fork_bomb", "fork_returns_twice"}
+TEXT_LIMITS = {"message": 1500, "description": 300}
+ALLOWED_CONTROLS = {"\n", "\t"}
+
+
+# -- parametrisation --------------------------------------------------------------------------------------
+def _params(cases=CASES):
+    for backend in ("local", "docker"):
+        for case in cases:
+            marks = [pytest.mark.docker] if backend == "docker" else []
+            if case.slow:
+                marks.append(pytest.mark.slow)
+            yield pytest.param(backend, case, id=f"{backend}-{case.name}", marks=marks)
+
+
+# -- the arena: a marked-up copy of the submission, canaries, listeners, a secret ----------------------------
+class Listener:
+    """TCP and UDP listeners on every local IPv4 address; records anything that arrives."""
+
+    def __init__(self):
+        self.hits: list[str] = []
+        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.tcp.bind(("0.0.0.0", 0))
+        self.tcp.listen(8)
+        self.port = self.tcp.getsockname()[1]
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("0.0.0.0", self.port))
+        self.tcp.settimeout(0.2)
+        self.udp.settimeout(0.2)
+        self._stop = False
+        self._threads = [threading.Thread(target=self._accept, daemon=True),
+                         threading.Thread(target=self._recv, daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _accept(self):
+        while not self._stop:
+            try:
+                conn, addr = self.tcp.accept()
+                self.hits.append(f"tcp from {addr}")
+                conn.close()
+            except OSError:
+                continue
+
+    def _recv(self):
+        while not self._stop:
+            try:
+                data, addr = self.udp.recvfrom(4096)
+                self.hits.append(f"udp from {addr}: {data[:40]!r}")
+            except OSError:
+                continue
+
+    def targets(self) -> list:
+        hosts = {"127.0.0.1"}
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing address
+                hosts.add(s.getsockname()[0])
+        except OSError:
+            pass
+        for line in _run_quiet(["ip", "-4", "-o", "addr"]).splitlines():
+            parts = line.split()
+            if "inet" in parts:
+                hosts.add(parts[parts.index("inet") + 1].split("/")[0])
+        return [[h, self.port] for h in sorted(hosts)]
+
+    def close(self):
+        self._stop = True
+        for t in self._threads:
+            t.join(timeout=2)
+        self.tcp.close()
+        self.udp.close()
+
+
+def _run_quiet(cmd) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+class Arena:
+    def __init__(self, tmp_path: Path, case: Case):
+        self.case = case
+        self.marker = "rt" + secrets.token_hex(5)          # 12 characters: fits a process name (15)
+        self.secret = "SECRET-" + secrets.token_hex(12)
+        self.root = tmp_path
+        self.sub_dir = tmp_path / "submission"
+        self.cwd = tmp_path / "cwd"
+        self.scratch = tmp_path / "scratch"
+        self.out_dir = tmp_path / "out"
+        for d in (self.sub_dir, self.cwd, self.scratch, self.out_dir):
+            d.mkdir()
+        self.canary = self.sub_dir / "canary.txt"
+        self.canary.write_text(CANARY_TEXT)
+        self.pickle_canary = tmp_path / "pickle-canary"
+        self.listener = Listener()
+        text = (REDTEAM / f"{case.name}.py").read_text()
+        text = (text.replace("@@MARKER@@", self.marker).replace("@@CANARY@@", str(self.pickle_canary))
+                .replace("@@NET@@", json.dumps(self.listener.targets())))
+        self.submission = self.sub_dir / f"{case.name}.py"
+        self.submission.write_text(text)
+        self.source = text
+        # a secret in some other process's environment, as a CI token would be
+        self.holder = subprocess.Popen(["sleep", "120"], env={"PATH": "/usr/bin:/bin", "REDTEAM_SECRET": self.secret})
+        self.children_before = _live_children({self.holder.pid})
+
+    def close(self):
+        self.holder.kill()
+        self.holder.wait()
+        self.listener.close()
+
+
+@pytest.fixture
+def arena_factory(tmp_path, monkeypatch):
+    made = []
+
+    def make(case: Case) -> Arena:
+        arena = Arena(tmp_path, case)
+        made.append(arena)
+        monkeypatch.chdir(arena.cwd)
+        monkeypatch.setattr(tempfile, "tempdir", str(arena.scratch))  # the sandboxes' temp dirs land here
+        monkeypatch.setenv("REDTEAM_SECRET", arena.secret)
+        return arena
+
+    yield make
+    for arena in made:
+        arena.close()
+
+
+# -- checks -------------------------------------------------------------------------------------------------
+def _strings(value, key=""):
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, str(k))
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v, key)
+
+
+def check_text_is_clean(data: dict) -> None:
+    """Candidate text in the report: bounded, no control/format characters, no lone surrogates."""
+    for test in data["tests"]:
+        for field, limit in TEXT_LIMITS.items():
+            assert len(test[field]) <= limit, (test["id"], field, len(test[field]))
+        for key, text in [("message", test["message"]), *_strings(test["diagnostics"])]:
+            assert len(text) <= 2000, (test["id"], key, len(text))
+            for ch in text:
+                cat = unicodedata.category(ch)
+                bad = (cat in ("Cc", "Cs") and ch not in ALLOWED_CONTROLS) or cat in ("Cf", "Zl", "Zp")
+                assert not bad, (test["id"], key, hex(ord(ch)), text[:120])
+            if key != "traceback":
+                assert "\n" not in text, (test["id"], key)
+
+
+def check_report(report_or_json, case: Case, arena: Arena) -> dict:
+    text = report_or_json if isinstance(report_or_json, str) else report_or_json.to_json()
+    assert len(text.encode()) < REPORT_CAP, f"report is {len(text.encode())} bytes"
+    data = validate(text)
+    statuses = {t["id"]: t["status"] for t in data["tests"]}
+    assert data["verdict"] in case.verdicts, (data["verdict"], _summary(data))
+    if not case.control:
+        assert data["verdict"] != "passed"
+    if case.only is not None:
+        assert set(statuses.values()) <= set(case.only), _summary(data)
+    if case.some:
+        assert set(statuses.values()) & set(case.some), _summary(data)
+    for test_id, allowed in case.tests.items():
+        assert statuses.get(test_id) in allowed, (test_id, statuses.get(test_id), _summary(data))
+    if case.message:
+        first = next(t for t in data["tests"] if t["status"] != "passed")
+        assert case.message in first["message"], first["message"]
+    if case.tripwire is not None:
+        banned = next(t for t in data["tests"] if t["id"] == "test_no_builtin_attention")
+        static, runtime = case.tripwire
+        assert banned["diagnostics"]["static_scan"] == list(static), banned
+        assert banned["diagnostics"]["runtime_tripwire"] == list(runtime), banned
+        for label in set(static) | set(runtime):
+            assert label in banned["message"]
+    check_text_is_clean(data)
+    assert arena.secret not in text, "a secret from the host reached the report"
+    for needle in HIDDEN_TEXT:
+        assert needle not in text, f"hidden suite / reference text leaked: {needle!r}"
+    return data
+
+
+def _summary(data) -> list:
+    return [(t["id"], t["status"], t["message"][:100]) for t in data["tests"] if t["status"] != "passed"][:6]
+
+
+def _processes_with(marker: str) -> list[str]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in comm or marker in cmdline:
+            found.append(f"{pid} {comm} {cmdline[:80]}")
+    return found
+
+
+def _live_children(exclude=frozenset()) -> set[str]:
+    me, found = os.getpid(), set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) in exclude:
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.add(f"{pid} {stat.split(')')[0]})")
+    return found
+
+
+def _containers_of(pid: int) -> list[str]:
+    from harness.dockerimage import leftover_containers
+
+    return [n for n in leftover_containers() if n.startswith(f"grader-{pid}-")]
+
+
+def check_nothing_left(case: Case, arena: Arena, backend: str, *, pid: int | None = None,
+                       report_path: Path | None = None) -> None:
+    """No survivor, no container, nothing written outside the sandbox's scratch."""
+    if case.late_s:
+        time.sleep(case.late_s)
+    assert _processes_with(arena.marker) == [], "processes tagged by the submission survived"
+    assert _live_children({arena.holder.pid}) - arena.children_before == set(), "a worker process is still running"
+    if backend == "docker":
+        assert _containers_of(pid or os.getpid()) == [], "grader containers left behind"
+    # host canaries and the submission's folder: untouched, nothing added
+    assert sorted(p.name for p in arena.sub_dir.iterdir()) == sorted(["canary.txt", arena.submission.name])
+    assert arena.canary.read_text() == CANARY_TEXT
+    assert arena.submission.read_text() == arena.source
+    assert not arena.pickle_canary.exists(), "the pickle payload ran on the host"
+    # the host's working directory, the report folder and the sandboxes' temp root: nothing but our report
+    assert [p.name for p in arena.cwd.iterdir()] == []
+    assert [p.name for p in arena.scratch.iterdir()] == [], "sandbox scratch not cleaned up"
+    expected_out = [report_path.name] if report_path else []
+    assert sorted(p.name for p in arena.out_dir.iterdir()) == expected_out
+    if report_path:
+        assert arena.marker not in report_path.read_text(), "the report file was forged"
+    # public places the submission could guess
+    for folder in PUBLIC_DIRS:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        assert not [n for n in names if arena.marker in n], f"forged files in {folder}"
+        for name in FORGED_NAMES:
+            path = os.path.join(folder, name)
+            try:
+                content = Path(path).read_text(errors="replace")
+            except OSError:
+                continue
+            assert arena.marker not in content, f"forged {path}"
+    assert arena.listener.hits == [], "the submission reached the test's network listeners"
+
+
+# -- the corpus ---------------------------------------------------------------------------------------------
+def _expect_isolation(request, backend: str, case: Case) -> None:
+    from harness.sandbox import local
+
+    if backend == "local" and case.name in NEEDS_LOCAL_ISOLATION and not local.mount_isolation():
+        request.node.add_marker(pytest.mark.xfail(
+            reason="the local backend has no namespace isolation on this machine (see SECURITY.md)", strict=False))
+
+
+@pytest.mark.parametrize("backend,case", list(_params()))
+def test_redteam_case(backend, case, arena_factory, request):
+    _expect_isolation(request, backend, case)
+    arena = arena_factory(case)
+    report = grade(exercise=case.exercise, submission=arena.submission, track=case.track, sandbox=backend,
+                   limits={**LIMITS, **case.limits})
+    assert report.environment["sandbox"] == backend
+    check_report(report, case, arena)
+    check_nothing_left(case, arena, backend)
+
+
+CLI_CASES = [c for c in CASES if c.cli]
+
+
+@pytest.mark.parametrize("backend,case", list(_params(CLI_CASES)))
+def test_redteam_case_through_the_cli(backend, case, arena_factory, request):
+    _expect_isolation(request, backend, case)
+    arena = arena_factory(case)
+    report_path = arena.out_dir / "report.json"
+    env = {**os.environ, "REDTEAM_SECRET": arena.secret}
+    proc = subprocess.Popen(["grade", case.exercise, str(arena.submission), "--track", case.track, "--sandbox",
+                             backend, "--json", str(report_path), "--timeout", str(LIMITS["call_timeout_s"])],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=arena.cwd, env=env)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out_text, err_text = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    assert proc.returncode == (0 if case.control else 1), (proc.returncode, err_text[-2000:])
+    assert "Traceback" not in err_text, err_text[-2000:]
+    assert arena.marker not in out_text and arena.marker not in err_text, "forged output reached the terminal"
+    assert arena.secret not in out_text + err_text
+    bad = [hex(ord(c)) for c in out_text if unicodedata.category(c) in ("Cc", "Cf", "Cs") and c != "\n"]
+    assert not bad, f"control characters on the CLI's stdout: {bad[:10]}"
+    if not case.control:
+        assert "PASSED" not in out_text.splitlines()[0], out_text[:300]
+    check_report(report_path.read_text(), case, arena)
+    check_nothing_left(case, arena, backend, pid=proc.pid, report_path=report_path)
+
+
+# -- the corpus itself --------------------------------------------------------------------------------------
+def test_manifest_covers_every_file_and_the_minimum():
+    files = {p.stem for p in REDTEAM.glob("*.py")} - {"__init__", "cases"}
+    assert files == set(BY_NAME), (files ^ set(BY_NAME))
+    assert len(CASES) == len(BY_NAME)
+    assert len([c for c in CASES if not c.control]) >= 35
+    assert len([c for c in CASES if c.control]) >= 2
+    for case in CASES:
+        head = (REDTEAM / f"{case.name}.py").read_text().lstrip()
+        assert head.startswith('"""'), f"{case.name}: every corpus file starts with a docstring saying what it does"
+        assert case.track in ("numpy", "torch") and case.exercise == "mha"
+
+
+@pytest.mark.parametrize("name,static", [("tripwire_sdpa_direct", ["F.scaled_dot_product_attention"]),
+                                         ("tripwire_getattr_hidden", []),
+                                         ("control_comment_sdpa", []),
+                                         ("tripwire_mha_module", ["nn.MultiheadAttention"])])
+def test_static_scan_of_the_tripwire_cases(name, static):
+    """The host's AST scan alone: a direct call fires, a computed getattr and a comment/string do not."""
+    assert banned_api_uses((REDTEAM / f"{name}.py").read_text()) == static
+
+
+def test_the_local_sandbox_isolation_is_active_here():
+    """The local-backend half of the corpus relies on the mount namespace (read-only root, private /proc, the
+    grader's installation and /run hidden); say so plainly when a machine cannot provide it."""
+    from harness.sandbox import local
+
+    if not local.namespace_prefix():
+        pytest.skip("no unshare/namespaces on this machine: the local backend is a plain process group here")
+    assert local.mount_isolation(), "unshare works but the mount-namespace isolation probe failed"
