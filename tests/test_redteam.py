@@ -389,3 +389,19 @@ def test_the_local_sandbox_isolation_is_active_here():
     if not local.namespace_prefix():
         pytest.skip("no unshare/namespaces on this machine: the local backend is a plain process group here")
     assert local.mount_isolation(), "unshare works but the mount-namespace isolation probe failed"
+
+
+def test_local_refuses_a_container_that_can_reach_the_docker_socket(monkeypatch, tmp_path):
+    """Without its namespaces the local backend is a plain process; inside a container that mounts the Docker
+    socket (the grader image of docker-compose.yml) that process would own the host, so it refuses (exit 3)."""
+    from harness.errors import InfrastructureError
+    from harness.sandbox import local
+
+    real_exists = os.path.exists
+    monkeypatch.setattr(local, "mount_isolation", lambda: False)
+    monkeypatch.setattr(local, "reachable_docker_socket", lambda: "/var/run/docker.sock")
+    monkeypatch.setattr(local.os.path, "exists", lambda p: p == "/.dockerenv" or real_exists(p))
+    sub = tmp_path / "s.py"
+    sub.write_text((REDTEAM / "control_numpy.py").read_text())
+    with pytest.raises(InfrastructureError, match="refusing"):
+        grade(exercise="mha", submission=sub, track="numpy", sandbox="local", limits=LIMITS)

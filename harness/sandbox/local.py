@@ -283,10 +283,31 @@ class LocalHandle(WorkerHandle):
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def reachable_docker_socket() -> str | None:
+    """A Docker engine socket this process could talk to (whoever reaches it is root on the engine's host)."""
+    import stat
+
+    host = os.environ.get("DOCKER_HOST", "")
+    paths = [host[len("unix://"):]] if host.startswith("unix://") else []
+    for path in [*paths, "/var/run/docker.sock", "/run/docker.sock"]:
+        try:
+            if stat.S_ISSOCK(os.stat(path).st_mode) and os.access(path, os.R_OK | os.W_OK):
+                return path
+        except OSError:
+            continue
+    return None
+
+
 class LocalSandbox(Sandbox):
     name = "local"
 
     def start(self, *, track: str, entry: str, submission: Path, limits: Limits) -> WorkerHandle:
+        if not mount_isolation() and os.path.exists("/.dockerenv") and reachable_docker_socket():
+            from ..errors import InfrastructureError
+
+            raise InfrastructureError(  # e.g. the grader container of docker-compose.yml, which mounts the socket
+                f"refusing to run a submission in a local process inside a container that can reach the Docker "
+                f"socket {reachable_docker_socket()} (that would hand it the host); grade with --sandbox docker")
         workdir = tempfile.mkdtemp(prefix="grade-")
         os.chmod(workdir, 0o700)
         worker_dir = os.path.join(workdir, ".worker")
