@@ -49,10 +49,14 @@ def load_submission(path: str | Path) -> Submission:
     return Submission(p, text, hashlib.sha256(data).hexdigest(), size)
 
 
+# ast.parse raises RecursionError or MemoryError (not SyntaxError) on a few KB of `1+1+1...` or `not not ...`
+PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError)
+
+
 def _defined_names(text: str) -> tuple[set[str], set[str]]:
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    except PARSE_ERRORS:
         funcs = set(re.findall(r"^\s*def\s+(\w+)", text, re.M))
         classes = set(re.findall(r"^\s*class\s+(\w+)", text, re.M))
         return funcs, classes
@@ -85,8 +89,8 @@ def banned_api_uses(text: str) -> list[str]:
     """Best-effort static scan of names and attributes (not comments or strings) for banned attention APIs."""
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return []
+    except PARSE_ERRORS:
+        return _banned_tokens(text)
     used = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
@@ -98,3 +102,18 @@ def banned_api_uses(text: str) -> list[str]:
             if node.asname:
                 used.add(node.asname)
     return sorted(label for name, label in BANNED_APIS.items() if name in used)
+
+
+def _banned_tokens(text: str) -> list[str]:
+    """The same scan over NAME tokens, for a file the AST parser refuses (the tokenizer does not recurse)."""
+    import io
+    import tokenize
+
+    used = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.NAME and tok.string in BANNED_APIS:
+                used.add(tok.string)
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        pass
+    return sorted(BANNED_APIS[name] for name in used)

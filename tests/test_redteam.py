@@ -338,8 +338,8 @@ def test_redteam_case_through_the_cli(backend, case, arena_factory, request):
     arena = arena_factory(case)
     report_path = arena.out_dir / "report.json"
     env = {**os.environ, "REDTEAM_SECRET": arena.secret}
-    proc = subprocess.Popen(["grade", case.exercise, str(arena.submission), "--track", case.track, "--sandbox",
-                             backend, "--json", str(report_path), "--timeout", str(LIMITS["call_timeout_s"])],
+    proc = subprocess.Popen(["grade", case.exercise, str(arena.submission), "--sandbox", backend,  # track: auto
+                             "--json", str(report_path), "--timeout", str(LIMITS["call_timeout_s"])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=arena.cwd, env=env)
     try:
         out, err = proc.communicate(timeout=300)
@@ -355,7 +355,8 @@ def test_redteam_case_through_the_cli(backend, case, arena_factory, request):
     assert not bad, f"control characters on the CLI's stdout: {bad[:10]}"
     if not case.control:
         assert "PASSED" not in out_text.splitlines()[0], out_text[:300]
-    check_report(report_path.read_text(), case, arena)
+    data = check_report(report_path.read_text(), case, arena)
+    assert data["track"] == case.track, "the CLI detected the wrong track"
     check_nothing_left(case, arena, backend, pid=proc.pid, report_path=report_path)
 
 

@@ -127,6 +127,8 @@ CASES = [
     Case("escape_sequence_exception", "escapes, CR tricks, bidi, NUL, lone surrogate in type name and message",
          only=ERROR, cli=True),
     Case("unicode_megabyte_message", "a megabyte of astral-plane characters", only=ERROR, message="ValueError"),
+    Case("parser_recursion_bomb", "a 10 KB expression that makes ast.parse raise RecursionError", track="torch",
+         verdicts=ERROR, only=("error", "failed"), message="RecursionError", tripwire=((SDPA,), ()), cli=True),
     # -- torch track ------------------------------------------------------------------------------------
     Case("torch_half_output", "correct module returning detached float16", track="torch",
          tests={"test_dtype_preserved[float64]": FAILED}),
