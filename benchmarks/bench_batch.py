@@ -2,7 +2,8 @@
 
 Corpus: ``--copies`` distinct copies (a comment line differs) of the mha reference and of the wrong-scale
 example, per track asked for (torch submissions use the torch reference and a torch wrong-scale variant).
-Each configuration grades into a fresh folder (no --resume), after one warm-up batch.
+Each configuration grades into a fresh folder (no --resume), after one warm-up batch; with --repeat, runs
+are interleaved (1, 2, 1, 2, ...) and the median is reported, so background load hits every setting alike.
 Run: python benchmarks/bench_batch.py [--copies 6] [--jobs 1 2] [--sandbox local] [--tracks numpy torch]
 """
 
@@ -67,16 +68,19 @@ def main() -> int:
         run(work, max(opts.jobs), opts.sandbox, "warmup")
         print(f"corpus: {n} submissions ({', '.join(opts.tracks)}), sandbox={opts.sandbox}, "
               f"cpus={os.cpu_count()}")
-        base = None
-        for jobs in opts.jobs:
-            walls = []
-            for r in range(opts.repeat):
+        walls: dict[int, list[float]] = {j: [] for j in opts.jobs}
+        for r in range(opts.repeat):  # interleaved, so a load change on the machine hits every setting alike
+            for jobs in opts.jobs:
                 wall, count = run(work, jobs, opts.sandbox, f"j{jobs}_{r}")
                 assert count == n, f"{count} reports for {n} submissions"
-                walls.append(wall)
-            wall = statistics.median(walls)
+                walls[jobs].append(wall)
+        base = None
+        for jobs in opts.jobs:
+            wall = statistics.median(walls[jobs])
             base = base or wall
-            print(f"jobs={jobs}: {wall:6.2f} s wall, {n / wall:5.2f} submissions/s, speed-up x{base / wall:.2f}")
+            runs = ", ".join(f"{w:.2f}" for w in walls[jobs])
+            print(f"jobs={jobs}: {wall:6.2f} s wall (median of {runs}), {n / wall:5.2f} submissions/s, "
+                  f"speed-up x{base / wall:.2f}")
     return 0
 
 
