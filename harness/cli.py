@@ -139,7 +139,7 @@ def sandbox_doctor(image):
 @click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default="auto", show_default=True,
               help="Where the submission runs; auto uses docker when the engine and image are ready.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the JSON report here.")
+              help="Write the JSON report here (plus a .npz of failing outputs for `grade report --html`).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for the random test inputs.")
 @click.option("--timeout", type=float, default=None, help="Wall-clock seconds per call (default 20).")
 @click.option("--memory-mb", type=int, default=None, help="Memory limit of the worker in MiB (default 2048).")
@@ -152,7 +152,7 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
     try:
         report = grade(exercise=exercise, submission=file, track=track, sandbox=sandbox, seed=seed,
                        limits={"call_timeout_s": timeout, "memory_mb": memory_mb},
-                       notice=lambda msg: click.echo(msg, err=True))
+                       notice=lambda msg: click.echo(msg, err=True), keep_artifacts=json_path is not None)
     except GraderError as exc:
         _fail(exc)
     if json_path:

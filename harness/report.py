@@ -66,7 +66,17 @@ class Report:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False, default=_jsonable)
 
     def write(self, path: str | os.PathLike) -> None:
-        write_atomic(Path(path), self.to_json() + "\n")
+        """Write the JSON report; arrays kept by ``grade(keep_artifacts=True)`` go to a sidecar ``.npz`` first."""
+        path = Path(path)
+        items = getattr(self, "artifacts", None)
+        if not items:
+            write_atomic(path, self.to_json() + "\n")
+            return
+        from . import artifacts
+
+        data = json.loads(self.to_json())
+        data["artifacts"] = artifacts.save(items, path.with_suffix(".npz"))
+        write_atomic(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
 
     def by_category(self) -> dict[str, dict]:
         out = {}
