@@ -32,6 +32,7 @@ from .helpers import validate
 from .redteam.cases import BY_NAME, CASES, Case
 
 REDTEAM = Path(__file__).resolve().parent / "redteam"
+IN_CI = os.environ.get("CI") == "true"
 REPORT_CAP = 256 * 1024
 LIMITS = {"call_timeout_s": 2, "max_restarts": 1, "startup_timeout_s": 30}
 FORGED_NAMES = ("report.json", "results.json", "grade.json", "junit.xml")
@@ -39,10 +40,12 @@ PUBLIC_DIRS = ("/tmp", "/var/tmp", "/dev/shm", os.path.expanduser("~"))
 # Text that only exists in the hidden suite, the oracle or the reference: it must never reach a report.
 HIDDEN_TEXT = ("def test_output_shape", "check_forward(candidate", "def reference(case", "Q = (X @ Wq).reshape")
 CANARY_TEXT = "host canary: must stay exactly like this\n"
-# Cases whose local-backend outcome rests on the mount/PID namespaces (SECURITY.md): without them the local
-# backend is a plain process group, and these are expected to fail there (never under Docker).
+# Cases whose local-backend outcome rests on the mount/PID namespaces (SECURITY.md). Without them the local
+# backend is a plain process group under your user: these would write into other processes' folders, fill /tmp,
+# read your secrets or signal every process you own, so they are skipped there, not run (never under Docker).
 NEEDS_LOCAL_ISOLATION = {"forged_reports", "search_filesystem", "import_grader", "env_secrets", "network_exfil",
-                         "daemon_double_fork", "late_thread_writer", "disk_fill", "fork_bomb", "fork_returns_twice"}
+                         "daemon_double_fork", "late_thread_writer", "disk_fill", "fork_bomb", "fork_returns_twice",
+                         "kill_everything"}
 TEXT_LIMITS = {"message": 1500, "description": 300}
 ALLOWED_CONTROLS = {"\n", "\t"}
 
@@ -311,12 +314,14 @@ def check_nothing_left(case: Case, arena: Arena, backend: str, *, pid: int | Non
 
 
 # -- the corpus ---------------------------------------------------------------------------------------------
-def _expect_isolation(request, backend: str, case: Case) -> None:
+def _expect_isolation(request, backend: str, case: Case) -> None:  # noqa: ARG001
     from harness.sandbox import local
 
     if backend == "local" and case.name in NEEDS_LOCAL_ISOLATION and not local.mount_isolation():
-        request.node.add_marker(pytest.mark.xfail(
-            reason="the local backend has no namespace isolation on this machine (see SECURITY.md)", strict=False))
+        if IN_CI:
+            pytest.fail("CI must provide the local backend's namespaces (unshare as root or user namespaces)")
+        pytest.skip("the local backend has no namespace isolation on this machine, and this submission would "
+                    "really do its damage (see SECURITY.md)")
 
 
 @pytest.mark.parametrize("backend,case", list(_params()))

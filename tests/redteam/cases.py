@@ -120,6 +120,8 @@ CASES = [
          some=("output_limit",)),
     Case("stderr_junk_then_crash", "terminal junk on stderr (under the cap), then exit 3", only=ERROR,
          message="exit code 3"),
+    Case("kill_everything", "SIGKILL to its parent, its group, kill -1, pid 1, itself",
+         only=("error", "failed")),
     Case("daemon_double_fork", "double-forked daemon that forges files after the call", tests={F64: FAILED},
          late_s=1.5),
     # -- hostile text -----------------------------------------------------------------------------------
