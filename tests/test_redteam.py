@@ -314,7 +314,7 @@ def check_nothing_left(case: Case, arena: Arena, backend: str, *, pid: int | Non
 
 
 # -- the corpus ---------------------------------------------------------------------------------------------
-def _expect_isolation(request, backend: str, case: Case) -> None:  # noqa: ARG001
+def _expect_isolation(backend: str, case: Case) -> None:
     from harness.sandbox import local
 
     if backend == "local" and case.name in NEEDS_LOCAL_ISOLATION and not local.mount_isolation():
@@ -325,8 +325,8 @@ def _expect_isolation(request, backend: str, case: Case) -> None:  # noqa: ARG00
 
 
 @pytest.mark.parametrize("backend,case", list(_params()))
-def test_redteam_case(backend, case, arena_factory, request):
-    _expect_isolation(request, backend, case)
+def test_redteam_case(backend, case, arena_factory):
+    _expect_isolation(backend, case)
     arena = arena_factory(case)
     report = grade(exercise=case.exercise, submission=arena.submission, track=case.track, sandbox=backend,
                    limits={**LIMITS, **case.limits})
@@ -339,8 +339,8 @@ CLI_CASES = [c for c in CASES if c.cli]
 
 
 @pytest.mark.parametrize("backend,case", list(_params(CLI_CASES)))
-def test_redteam_case_through_the_cli(backend, case, arena_factory, request):
-    _expect_isolation(request, backend, case)
+def test_redteam_case_through_the_cli(backend, case, arena_factory):
+    _expect_isolation(backend, case)
     arena = arena_factory(case)
     report_path = arena.out_dir / "report.json"
     env = {**os.environ, "REDTEAM_SECRET": arena.secret}
