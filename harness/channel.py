@@ -97,6 +97,7 @@ class WorkerSession:
         self.restarts = 0
         self.starts = 0
         self.tripwires: set[str] = set()
+        self._kill_lock = threading.Lock()
         self._ready = False
         self.start_time = 0.0
         self.exhausted: WorkerFault | None = None
@@ -114,7 +115,8 @@ class WorkerSession:
         self._ready = False
         self.ready_error = None
         self._buf = bytearray()
-        self.pump = _StderrPump(self.handle.proc.stderr, self.limits.output_bytes, self.handle.kill)
+        handle = self.handle
+        self.pump = _StderrPump(handle.proc.stderr, self.limits.output_bytes, lambda: self._locked_kill(handle))
         self.pump.start()
 
     def close(self) -> None:
@@ -138,7 +140,12 @@ class WorkerSession:
 
         if handle.proc.stdout is not None and handle.proc.poll() is None:
             threading.Thread(target=drain, args=(handle.proc.stdout,), daemon=True).start()
-        handle.kill()
+        self._locked_kill(handle)
+
+    def _locked_kill(self, handle: WorkerHandle) -> None:
+        """handle.kill() from one thread at a time (the stderr pump kills a flooding worker from its own thread)."""
+        with self._kill_lock:
+            handle.kill()
 
     def _restart(self) -> None:
         self.close()
