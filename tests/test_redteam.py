@@ -13,10 +13,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
