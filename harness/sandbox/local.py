@@ -204,12 +204,43 @@ def _mount_command(prefix: tuple[str, ...], box: str, size_mb: int, cover: bool,
             str(size_mb), "1" if cover else "0", *hidden, "--", *command]
 
 
+def _probe_cache() -> Path | None:
+    """Where the mount probe's verdict is remembered for this boot, user, interpreter and harness version."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    from .. import __version__
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn-grader"
+    import hashlib
+
+    digest = hashlib.sha256("\0".join((sys.executable, __version__, SETUP, PROBE_CHECK)).encode()).hexdigest()
+    key = f"{boot}-{os.getuid()}-{digest[:16]}"
+    return base / f"mount-probe-{key}"
+
+
 @functools.lru_cache(maxsize=1)
 def mount_isolation() -> bool:
-    """True when the mount-namespace variant works here (checked once, by running it)."""
+    """True when the mount-namespace variant works here: checked by running it, once per boot (the verdict is
+    cached on disk, so a CLI run does not pay ~30 ms for the probe every time)."""
     prefix = namespace_prefix()
     if not prefix or os.environ.get("GRADER_LOCAL_NO_MOUNT_NS"):
         return False
+    cache = _probe_cache()
+    if cache is not None and cache.exists():
+        return cache.read_text() == "ok"
+    ok = _run_mount_probe(prefix)
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text("ok" if ok else "no")
+        except OSError:
+            pass
+    return ok
+
+
+def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
     probe = tempfile.mkdtemp(prefix="grade-probe-")
     try:
         box = os.path.join(probe, "box")
