@@ -18,7 +18,9 @@ RUN set -eu; python3 -m venv /opt/venv; \
     /opt/venv/bin/python -m pip install -q --no-deps --no-build-isolation $idx /src 2>/dev/null \
       || /opt/venv/bin/python -m pip install -q --no-deps $idx /src; \
     rm -rf /src
+# GRADER_SANDBOX=docker: inside this container a local process would sit next to the Docker socket.
 ENV PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin \
+    GRADER_SANDBOX=docker \
     GRADER_SANDBOX_TMPDIR=/tmp/attn-grader-staging
 ENTRYPOINT ["grade"]
 CMD ["--help"]

@@ -101,6 +101,7 @@ class WorkerSession:
         self._ready = False
         self.start_time = 0.0
         self.exhausted: WorkerFault | None = None
+        self.created = time.monotonic()
 
     # -- life cycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -190,7 +191,14 @@ class WorkerSession:
         from . import wire  # imported here so the worker starts before the host pays for NumPy
 
         payload = wire.encode_frame(header, arrays)
-        deadline = time.monotonic() + self.limits.call_timeout_s
+        now = time.monotonic()
+        budget_end = self.created + self.limits.total_timeout_s
+        if now >= budget_end:
+            self.exhausted = WorkerFault("timeout", f"the submission used up its grading budget of "
+                                                    f"{self.limits.total_timeout_s:g} s; remaining tests are not run",
+                                         {"total_timeout_s": self.limits.total_timeout_s})
+            raise self.exhausted
+        deadline = min(now + self.limits.call_timeout_s, budget_end)
         try:
             self._write_all(payload, deadline)
         except (BrokenPipeError, OSError):
@@ -278,6 +286,9 @@ class WorkerSession:
         limit = self.limits.startup_timeout_s if phase == "start-up" else self.limits.call_timeout_s
         self._kill()
         self._ready = True
+        evidence = self._evidence()
+        if evidence.get("oom_killed"):  # a cgroup OOM kill can look like silence until the host gives up
+            return self._fault("memory", f"out of memory during {phase} (the container was OOM-killed)", **evidence)
         return self._fault("timeout", f"no answer within {limit:g} s during {phase}; the worker was killed",
                            wall_clock_limit_s=limit)
 

@@ -137,7 +137,9 @@ def sandbox_doctor(image):
 @click.option("--track", type=click.Choice(["auto", "numpy", "torch"]), default="auto", show_default=True,
               help="Track to grade; auto detects it from what the file defines.")
 @click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default="auto", show_default=True,
-              help="Where the submission runs; auto uses docker when the engine and image are ready.")
+              envvar="GRADER_SANDBOX",
+              help="Where the submission runs; auto uses docker when the engine and image are ready "
+                   "(env: GRADER_SANDBOX).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the JSON report here (plus a .npz of failing outputs for `grade report --html`).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for the random test inputs.")

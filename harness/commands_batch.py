@@ -16,7 +16,7 @@ VERDICT_STYLE = {"passed": "green", "failed": "red", "error": "magenta", "infras
 @click.option("--exercise", "-e", required=True, help="Exercise every submission is graded against.")
 @click.option("--track", type=click.Choice(["auto", "numpy", "torch"]), default="auto", show_default=True,
               help="Track to grade; auto detects it per file.")
-@click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default="auto", show_default=True,
+@click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default="auto", show_default=True, envvar="GRADER_SANDBOX",
               help="Where submissions run (each in its own worker / container).")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Submissions graded at once.")

@@ -12,7 +12,9 @@ import argparse
 import importlib.abc
 import importlib.util
 import os
+import select
 import sys
+import threading
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -74,6 +76,16 @@ def _install_tripwires(torch) -> None:
         original_init(self, *args, **kwargs)
 
     torch.nn.MultiheadAttention.__init__ = init
+
+
+def _exit_when_orphaned() -> None:
+    """Exit as soon as the host's end of stdin is gone (the grader died), even while the candidate's code is
+    still running: a container whose grader was killed must not keep burning CPU until its limits stop it."""
+    poller = select.poll()
+    poller.register(0, select.POLLHUP | select.POLLERR)  # POLLIN deliberately not asked for
+    while True:
+        if any(ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, ev in poller.poll(500)):
+            os._exit(0)  # same as a clean end of input: the host is done with us, or gone
 
 
 def _flop_counter(torch):
@@ -308,6 +320,7 @@ class Worker:
         return dict({"kind": "result", "output": info}, **extra), send
 
     def serve(self) -> None:
+        threading.Thread(target=_exit_when_orphaned, daemon=True).start()
         self.send(self.start())
         while True:
             try:

@@ -393,7 +393,8 @@ def test_sweep_removes_expired_containers(box, handles, tmp_path):
     h, head = start(box, handles, tmp_path, "def f(x):\n    return x\n")
     assert head["kind"] == "ready"
     assert h.name in _mine()
-    assert DockerSandbox.sweep(older_than_s=3600) == []      # a fresh container is left alone
+    DockerSandbox.sweep(older_than_s=3600)                   # a fresh container is left alone (others may go)
+    assert h.name in _mine()
     time.sleep(1.1)
     removed = DockerSandbox.sweep(older_than_s=0.5)           # it is "older than the longest run" now
     assert removed and h.name not in _mine()

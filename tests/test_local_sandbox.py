@@ -90,3 +90,13 @@ def test_worker_cannot_import_the_grader(tmp_path):
 def test_limits_dataclass_overrides():
     lim = Limits().replace(call_timeout_s=3, unknown=1, memory_mb=None)
     assert lim.call_timeout_s == 3 and lim.memory_mb == Limits().memory_mb
+
+
+def test_total_budget_bounds_a_slow_submission(tmp_path):
+    body = REF.replace("    b, s, d = X.shape\n", "    import time\n    time.sleep(0.4)\n    b, s, d = X.shape\n")
+    report = graded(tmp_path, body, total_timeout_s=2.0, call_timeout_s=5.0)
+    found = statuses(report)
+    assert "passed" in found.values()
+    exhausted = [t for t in report.tests if "grading budget" in t.message]
+    assert exhausted and all(t.status == "timeout" for t in exhausted)
+    assert report.timings["total_s"] < 8

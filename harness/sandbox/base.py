@@ -16,6 +16,7 @@ class Limits:
     """Resource limits for one submission's worker. Exercise metadata and the CLI may override any field."""
 
     call_timeout_s: float = 20.0       # wall clock per request, enforced by the host
+    total_timeout_s: float = 300.0     # wall clock for all of one submission's requests together
     startup_timeout_s: float = 60.0    # wall clock for interpreter + imports + the candidate's module body
     memory_mb: int = 2048              # address space (local) / --memory = --memory-swap (docker)
     cpu_s: int = 300                   # CPU seconds for the worker's lifetime (local RLIMIT_CPU)
@@ -33,6 +34,17 @@ class Limits:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def die_with_parent() -> None:
+    """In a child between fork and exec: ask the kernel for SIGKILL when the grader dies (Linux), so a grader
+    killed with SIGKILL does not leave its worker (or `docker run` client) behind. Best effort elsewhere."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
 
 
 class WorkerHandle(ABC):

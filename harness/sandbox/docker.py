@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from .base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
+from .base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle, die_with_parent
 
 LABEL = "grader.container"
 LABEL_STARTED = "grader.started"
@@ -204,8 +204,8 @@ class DockerHandle(WorkerHandle):
                 self._api().kill(self.name, signal="SIGKILL")
             except Exception:  # not created yet / already gone / engine trouble: stop the client now;
                 self.proc.kill()  # cleanup() removes the container by name, the sweep catches a late one
-            try:
-                self.proc.wait(timeout=10)
+            try:  # the container is dead; a client stuck writing a full pipe need not be waited for
+                self.proc.wait(timeout=1)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
@@ -381,7 +381,7 @@ class DockerSandbox(Sandbox):
             cmd = self.command(name=name, track=track, entry=entry, mount_dir=workdir, limits=limits,
                                started=started)
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True, close_fds=True)
+                                    start_new_session=True, close_fds=True, preexec_fn=die_with_parent)
         except OSError as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             raise InfrastructureError(f"could not start the docker sandbox: {exc}") from exc

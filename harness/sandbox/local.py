@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
+from .base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle, die_with_parent
 
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LD_LIBRARY_PATH")
 GRADER_PACKAGES = ("harness", "graders", "reference", "exercises")
@@ -271,6 +271,7 @@ def scrubbed_env(home: str) -> dict:
 
 
 def _limit_resources(limits: Limits) -> None:  # runs in the child between fork and exec
+    die_with_parent()  # unshare --kill-child then takes the worker down with it
     mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
