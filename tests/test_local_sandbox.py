@@ -1,5 +1,6 @@
 """The local sandbox: hangs, memory blow-ups, crashes and floods each become a status in a valid report."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,20 @@ def test_total_budget_bounds_a_slow_submission(tmp_path):
     exhausted = [t for t in report.tests if "grading budget" in t.message]
     assert exhausted and all(t.status == "timeout" for t in exhausted)
     assert report.timings["total_s"] < 8
+
+
+def test_scratch_of_a_killed_grader_is_swept(tmp_path):
+    import subprocess
+    import tempfile
+
+    from harness.sandbox import local
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid now belongs to no process
+    stale = Path(tempfile.mkdtemp(prefix=f"grade-{dead.pid}-"))
+    live = Path(tempfile.mkdtemp(prefix=f"grade-{os.getppid()}-"))
+    local._sweep_scratch.cache_clear()
+    graded(tmp_path, REF)
+    assert not stale.exists()
+    assert live.exists()
+    live.rmdir()

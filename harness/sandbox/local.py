@@ -330,6 +330,23 @@ def reachable_docker_socket() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _sweep_scratch() -> None:
+    """Once per process: remove scratch folders (grade-<pid>-*) left by graders that were killed outright."""
+    root = Path(tempfile.gettempdir())
+    for folder in root.glob("grade-*-*"):
+        pid = folder.name.split("-")[1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its grader is still running
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue
+
+
 class LocalSandbox(Sandbox):
     name = "local"
 
@@ -340,7 +357,8 @@ class LocalSandbox(Sandbox):
             raise InfrastructureError(  # e.g. the grader container of docker-compose.yml, which mounts the socket
                 f"refusing to run a submission in a local process inside a container that can reach the Docker "
                 f"socket {reachable_docker_socket()} (that would hand it the host); grade with --sandbox docker")
-        workdir = tempfile.mkdtemp(prefix="grade-")
+        _sweep_scratch()
+        workdir = tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-")
         os.chmod(workdir, 0o700)
         worker_dir = os.path.join(workdir, ".worker")
         os.mkdir(worker_dir)
