@@ -76,7 +76,7 @@ def match_layout(exercise: Exercise, params: list[dict], bias: bool, d: int, d_k
         else:
             mapping = {w: f"w_{t}.weight" for t, w, _ in WEIGHTS}
             out_dims = {"q": d, "k": d_kv, "v": d_kv, "o": d}
-            shapes = {f"w_{t}.weight": (out_dims[t], d if t != "o" else d) for t in "qkvo"}
+            shapes = {f"w_{t}.weight": (out_dims[t], d) for t in "qkvo"}
             if bias:
                 mapping.update({bb: f"w_{t}.bias" for t, _, bb in WEIGHTS})
                 shapes.update({f"w_{t}.bias": (out_dims[t],) for t in "qkvo"})

@@ -193,6 +193,16 @@ def hidden_paths() -> tuple[str, ...]:
         if any(os.path.exists(os.path.join(parent, m)) for m in ("pyproject.toml", "setup.py", ".git")):
             found.add(parent)
     found.update(p for p in SENSITIVE if os.path.exists(p))
+    if not cover_tmp():  # the interpreter lives under /tmp (a venv there): hide the rest of /tmp entry by entry
+        tmp = os.path.realpath("/tmp")
+        try:
+            entries = os.listdir(tmp)
+        except OSError:
+            entries = []
+        for name in entries:
+            path = os.path.join(tmp, name)
+            if not os.path.islink(path) and (os.path.isdir(path) or os.path.isfile(path)):
+                found.add(path)
     keep = set(_needed()) | {os.path.realpath("/tmp")}
     found = {d for d in found if d != "/" and not any(_inside(k, d) for k in keep)}
     return tuple(sorted(d for d in found if not any(o != d and _inside(d, o) for o in found)))
