@@ -79,4 +79,6 @@ def test_tests_carry_points_and_visibility(tmp_path):
     report, _ = run_variant(tmp_path, REF)
     assert report.verdict == "passed"
     assert all(t.max_points >= 0 and t.visibility in ("visible", "hidden") for t in report.tests)
+    assert {t.id for t in report.tests if t.visibility == "hidden"} == {
+        "test_large_magnitude_inputs", "test_deterministic", "test_permutation_equivariance"}
     assert {t.category for t in report.tests} == {"shape", "numeric", "edge"}

@@ -122,7 +122,7 @@ def test_non_contiguous_inputs(candidate, problem, track, rng, record, layout):
     check_forward(candidate, problem.make(track, rng, b=2, s=5, d=8, h=2), record, layout=layout)
 
 
-@grade("edge", points=2)
+@grade("edge", points=2, visibility="hidden")
 def test_large_magnitude_inputs(candidate, problem, track, rng, record):
     """Scores in the thousands: softmax must subtract the row max (no overflow, no NaN)."""
     case = problem.make(track, rng, b=2, s=5, d=8, h=2, scale=40.0)
@@ -138,13 +138,13 @@ def test_inputs_not_mutated(candidate, problem, track, rng, record):
                                                                                else False)), record)
 
 
-@grade("edge", points=1)
+@grade("edge", points=1, visibility="hidden")
 def test_deterministic(candidate, problem, track, rng):
     """Two calls with the same inputs give bit-identical outputs."""
     check_deterministic(candidate, problem.make(track, rng))
 
 
-@grade("edge", points=1)
+@grade("edge", points=1, visibility="hidden")
 def test_permutation_equivariance(candidate, problem, track, rng):
     """Permuting the query tokens (with the mask) permutes the output rows the same way."""
     case = problem.make(track, rng, b=2, s=6, d=8, h=2)
