@@ -102,6 +102,7 @@ class WorkerSession:
         self.start_time = 0.0
         self.exhausted: WorkerFault | None = None
         self.created = time.monotonic()
+        self.worker_versions: dict = {}
 
     # -- life cycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -181,6 +182,9 @@ class WorkerSession:
         if head.get("kind") != "ready":
             self.ready_error = self._fault("error", f"worker sent {str(head.get('kind'))[:40]!r} instead of ready")
             raise self.ready_error
+        versions = head.get("versions")
+        if isinstance(versions, dict):  # what the worker says it runs (informative: it is the worker's claim)
+            self.worker_versions = {clean_text(str(k), 20): clean_text(str(v), 40) for k, v in list(versions.items())[:4]}
 
     # -- requests ---------------------------------------------------------------------------------
     def request(self, header: dict, arrays: dict | None = None) -> tuple[dict, dict]:

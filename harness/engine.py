@@ -69,6 +69,8 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
     env = {"sandbox": box.name, "python": platform.python_version(), "numpy": _version("numpy"),
            "torch": _version("torch") if track == "torch" else None, "harness": __version__, "seed": seed,
            "limits": lim.to_dict(), "worker_starts": session.starts, **box.describe()}
+    if session.worker_versions:
+        env["worker"] = session.worker_versions
     if plugin.collection_errors:
         env["collection_errors"] = plugin.collection_errors[:3]
     report = Report(exercise=ex.name, track=track, verdict=verdict,

@@ -146,7 +146,12 @@ class Worker:
                     "message": f"the file defines no {self.entry!r}; it defines: {', '.join(defined) or 'nothing'}",
                     "traceback": ""}
         self.target = target
-        return {"kind": "ready"}
+        import platform
+
+        versions = {"python": platform.python_version(), "numpy": np.__version__}
+        if self.torch is not None:
+            versions["torch"] = self.torch.__version__
+        return {"kind": "ready", "versions": versions}
 
     # -- argument building ------------------------------------------------------------------------
     def _value(self, spec, arrays):
