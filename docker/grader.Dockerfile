@@ -14,7 +14,7 @@ COPY . /src
 # image installs the harness without it: torch lives only in the sandbox image.
 RUN set -eu; python3 -m venv /opt/venv; \
     if ls /src/.wheels/*.whl >/dev/null 2>&1; then idx="--no-index --find-links /src/.wheels"; else idx=""; fi; \
-    /opt/venv/bin/python -m pip install -q $idx "numpy>=1.24" "click>=8.1" "pytest>=7.4" "docker>=7.0" "rich>=13"; \
+    /opt/venv/bin/python -m pip install -q $idx "numpy>=1.24" "click>=8.1" "pytest>=7.4" "docker>=7.0" "rich>=13" "matplotlib>=3.7" "pygments>=2.12"; \
     /opt/venv/bin/python -m pip install -q --no-deps --no-build-isolation $idx /src 2>/dev/null \
       || /opt/venv/bin/python -m pip install -q --no-deps $idx /src; \
     rm -rf /src
