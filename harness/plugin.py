@@ -66,6 +66,9 @@ def _status_for(exc: BaseException) -> tuple[str, str, dict]:
     return "error", f"internal grader error: {type(exc).__name__}: {exc}", {"internal": True}
 
 
+PLUGIN_KEY = pytest.StashKey["GraderPlugin"]()
+
+
 class GraderPlugin:
     def __init__(self, *, candidate, exercise, track: str, seed: int):
         self._candidate, self._exercise, self._track, self.seed = candidate, exercise, track, seed
@@ -76,17 +79,22 @@ class GraderPlugin:
         self.notes: dict[str, dict] = {}
 
     # -- fixtures ---------------------------------------------------------------------------------
+    # Static methods that find this plugin through the config's stash: pytest 9.2 deprecates session-scoped
+    # fixtures defined as instance methods (their ``self`` is not the object the tests see).
     @pytest.fixture(scope="session")
-    def candidate(self):
-        return self._candidate
+    @staticmethod
+    def candidate(request):
+        return request.config.stash[PLUGIN_KEY]._candidate
 
     @pytest.fixture(scope="session")
-    def track(self):
-        return self._track
+    @staticmethod
+    def track(request):
+        return request.config.stash[PLUGIN_KEY]._track
 
     @pytest.fixture(scope="session")
-    def exercise(self):
-        return self._exercise
+    @staticmethod
+    def exercise(request):
+        return request.config.stash[PLUGIN_KEY]._exercise
 
     @pytest.fixture
     def rng(self, request):
@@ -98,6 +106,7 @@ class GraderPlugin:
 
     # -- hooks ------------------------------------------------------------------------------------
     def pytest_configure(self, config):
+        config.stash[PLUGIN_KEY] = self
         config.addinivalue_line("markers", "grade(category, points=1, visibility='visible'): grading metadata")
         config.addinivalue_line("markers", "tracks(*names): tracks this test applies to")
 
