@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import select
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -86,6 +87,9 @@ def _checked_header(head: dict) -> dict:
     return head
 
 
+BOOT_ATTEMPTS = 3  # a worker that cannot boot is started this many times in all before the run is an infra fault
+
+
 class WorkerSession:
     """One submission's worker, restarted (a bounded number of times) after a call kills it."""
 
@@ -100,6 +104,7 @@ class WorkerSession:
         self._kill_lock = threading.Lock()
         self._ready = False
         self.start_time = 0.0
+        self.boot_time = 0.0
         self.exhausted: WorkerFault | None = None
         self.created = time.monotonic()
         self.worker_versions: dict = {}
@@ -110,7 +115,7 @@ class WorkerSession:
         try:
             self.handle = self.sandbox.start(track=self.track, entry=self.entry, submission=self.submission,
                                              limits=self.limits)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
             raise InfrastructureError(f"the {self.sandbox.name} sandbox could not start: {exc}") from exc
         self.starts += 1
         self.start_time = time.monotonic()
@@ -159,8 +164,8 @@ class WorkerSession:
         self.start()
 
     def ensure_ready(self) -> None:
-        """Wait for the worker's ready frame. An import failure or a death at start-up is permanent for this
-        submission (it would happen again): every later request re-raises it without a restart."""
+        """Wait for the worker's boot and ready frames. An import failure or a death at start-up is permanent for
+        this submission (it would happen again): every later request re-raises it without a restart."""
         if self.exhausted:
             raise self.exhausted
         if self.handle is None:
@@ -169,7 +174,8 @@ class WorkerSession:
             if self.ready_error:
                 raise self.ready_error
             return
-        deadline = self.start_time + self.limits.startup_timeout_s
+        self._boot()
+        deadline = self.boot_time + self.limits.startup_timeout_s
         try:
             head, _ = self._read_frame(deadline, phase="start-up")
         except WorkerFault as fault:
@@ -185,6 +191,32 @@ class WorkerSession:
         versions = head.get("versions")
         if isinstance(versions, dict):  # what the worker says it runs (informative: it is the worker's claim)
             self.worker_versions = {clean_text(str(k), 20): clean_text(str(v), 40) for k, v in list(versions.items())[:4]}
+
+    def _boot(self) -> None:
+        """Wait for the boot frame: the sandbox is set up and the worker's own imports are done, and nothing of
+        the candidate's has been read yet. A worker that dies, hangs or babbles before it is the grader's fault
+        (a sandbox that could not be set up, an image without torch, limits too small for the interpreter): it
+        is started afresh up to BOOT_ATTEMPTS times in all, then the whole run is an infrastructure error."""
+        failures: list[str] = []
+        while True:
+            try:
+                head, _ = self._read_frame(self.start_time + self.limits.startup_timeout_s, phase="boot")
+                if head.get("kind") == "boot":
+                    self.boot_time = time.monotonic()
+                    return
+                failures.append(f"the worker sent {clean_text(str(head.get('kind')), 40)!r} before booting")
+            except WorkerFault as fault:
+                tail = fault.diagnostics.get("stderr_tail", "")
+                failures.append(fault.message + (f"; worker stderr: {clean_text(tail, 300)}" if tail else ""))
+            self._ready = False
+            if len(failures) >= BOOT_ATTEMPTS:
+                self.close()
+                raise InfrastructureError(
+                    f"the {self.sandbox.name} sandbox could not start a worker ({len(failures)} attempts): "
+                    f"{failures[-1]}", attempts=failures)
+            self.close()
+            time.sleep(0.2 * len(failures))
+            self.start()
 
     # -- requests ---------------------------------------------------------------------------------
     def request(self, header: dict, arrays: dict | None = None) -> tuple[dict, dict]:

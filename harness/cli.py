@@ -27,7 +27,20 @@ class GraderClickError(click.ClickException):
 
 
 class DefaultGroup(click.Group):
-    """`grade EXERCISE FILE` is short for `grade run EXERCISE FILE`."""
+    """`grade EXERCISE FILE` is short for `grade run EXERCISE FILE`. An exception that escapes a command is a
+    fault of the grader: one line and exit 3, never exit 1 (which would read as a failed submission)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+            raise
+        except GraderError as exc:
+            _fail(exc)
+        except Exception as exc:
+            from .errors import InfrastructureError
+
+            _fail(InfrastructureError(f"internal grader error: {type(exc).__name__}: {exc}"))
 
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and not args[0].startswith("-"):
@@ -158,7 +171,10 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
     except GraderError as exc:
         _fail(exc)
     if json_path:
-        report.write(json_path)
+        try:
+            report.write(json_path)
+        except GraderError as exc:
+            _fail(exc)
     lines = render_summary(report)
     for line in lines[:1] if quiet else lines:
         click.echo(_style(line))

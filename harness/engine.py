@@ -9,21 +9,45 @@ import os
 import platform
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from . import __version__
-from .errors import InfrastructureError, UsageError
+from .errors import GraderError, InfrastructureError, UsageError
 from .exercises import check_track, get_exercise
 from .report import Diagnosis, Report
 from .sandbox import Limits, get_sandbox
 from .submission import banned_api_uses, detect_track, load_submission
+from .text import clean_text
 
 
 def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", sandbox: str = "auto",
           seed: int = 0, limits: Limits | dict | None = None, notice=None, diagnose: bool = True,
           keep_artifacts: bool = False) -> Report:
     """``keep_artifacts``: also keep, as ``report.artifacts`` (not part of the JSON), the arrays of a few failing
-    forward tests (case, candidate output, reference; size-capped) for the HTML report's plots."""
+    forward tests (case, candidate output, reference; size-capped) for the HTML report's plots.
+
+    Runs under the host's own warning filters, whatever the environment sets (PYTHONWARNINGS=error, -W ...): a
+    warning raised while grading is recorded in ``environment.host_warnings``, never an exception. Any exception
+    that is not one of the library's own is a fault of the grader: it becomes an :class:`InfrastructureError`."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        try:
+            report = _grade(exercise=exercise, submission=submission, track=track, sandbox=sandbox, seed=seed,
+                            limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts)
+        except GraderError:
+            raise
+        except Exception as exc:
+            raise InfrastructureError(f"internal grader error: {type(exc).__name__}: {clean_text(str(exc), 300)}",
+                                      ) from exc
+    host_warnings = sorted({clean_text(f"{w.category.__name__}: {w.message}", 200) for w in seen})[:5]
+    if host_warnings:
+        report.environment["host_warnings"] = host_warnings
+    return report
+
+
+def _grade(*, exercise, submission, track, sandbox, seed, limits, notice, diagnose, keep_artifacts) -> Report:
     t0 = time.monotonic()
     ex = get_exercise(exercise)
     sub = load_submission(submission)
@@ -186,6 +210,9 @@ def _run_suite(ex, track, session, seed):
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or plugin.collection_errors:
         detail = "; ".join(plugin.collection_errors)[:500] or f"pytest exit code {int(code)}"
         raise InfrastructureError(f"the hidden suite for {ex.name!r} could not run: {detail}")
+    if plugin.infra_faults:
+        raise InfrastructureError(f"the hidden suite for {ex.name!r} failed on the grader's side (no test is charged "
+                                  f"to the submission): {plugin.infra_faults[0]}", faults=plugin.infra_faults)
     return plugin.ordered_results(), plugin.observations, plugin
 
 

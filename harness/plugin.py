@@ -15,7 +15,7 @@ import pytest
 
 from .candidate import StructureError
 from .checks import CheckFailure
-from .errors import CandidateException, WorkerFault
+from .errors import CandidateException, GraderError, WorkerFault
 from .report import CATEGORIES, TestResult
 from .text import clean_text
 
@@ -49,7 +49,9 @@ class Recorder:
         self.plugin.observations.append(Observation(self.test_id, None, None, False, kind, info))
 
 
-def _status_for(exc: BaseException) -> tuple[str, str, dict]:
+def _status_for(exc: BaseException) -> tuple[str, str, dict] | None:
+    """The test status an exception stands for, or None when it is the grader's own fault (an infrastructure
+    error, a fixture or suite helper raising, a warning turned into an error): never charged to the candidate."""
     if isinstance(exc, WorkerFault):
         return exc.status, exc.message, dict(exc.diagnostics)
     if isinstance(exc, CandidateException):
@@ -61,9 +63,9 @@ def _status_for(exc: BaseException) -> tuple[str, str, dict]:
         return "error", f"your code raised {exc} ({where.get(exc.phase, exc.phase)})", diag
     if isinstance(exc, (CheckFailure, StructureError)):
         return "failed", exc.message, dict(exc.diagnostics)
-    if isinstance(exc, AssertionError):
+    if isinstance(exc, AssertionError) and not isinstance(exc, GraderError):
         return "failed", str(exc).split("\nassert")[0], {}
-    return "error", f"internal grader error: {type(exc).__name__}: {exc}", {"internal": True}
+    return None
 
 
 PLUGIN_KEY = pytest.StashKey["GraderPlugin"]()
@@ -77,6 +79,7 @@ class GraderPlugin:
         self.observations: list[Observation] = []
         self.collection_errors: list[str] = []
         self.notes: dict[str, dict] = {}
+        self.infra_faults: list[str] = []  # the grader's own failures; any one makes the run an infrastructure error
 
     # -- fixtures ---------------------------------------------------------------------------------
     # Static methods that find this plugin through the config's stash: pytest 9.2 deprecates session-scoped
@@ -140,9 +143,18 @@ class GraderPlugin:
             outcome, longrepr = "failed", clean_text(f"{excinfo.typename}: {excinfo.value}", 500)
         report = TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, outcome, longrepr,
                             call.when, duration=call.duration, start=call.start, stop=call.stop)
-        if call.when == "call" or (call.when == "setup" and outcome != "passed"):
+        if outcome == "failed" and _status_for(excinfo.value) is None:
+            self._infra_fault(item, call.when, excinfo.value)
+        elif call.when == "call" or (call.when == "setup" and outcome != "passed"):
             self.results[self._test_id(item)] = self._result(item, call, report)
         return report
+
+    def _infra_fault(self, item, when: str, exc: BaseException) -> None:
+        """Not the candidate's doing: remember it and stop the session (the run ends as an infrastructure error,
+        with no test charged to the candidate)."""
+        where = f"{self._test_id(item)} ({when})" if when != "call" else self._test_id(item)
+        self.infra_faults.append(clean_text(f"{where}: {type(exc).__name__}: {exc}", 500))
+        item.session.shouldstop = "infrastructure fault"
 
     # -- helpers ----------------------------------------------------------------------------------
     @staticmethod
@@ -163,7 +175,7 @@ class GraderPlugin:
         elif call.excinfo is None:
             status, message, diagnostics = "passed", "", {}
         else:
-            status, message, diagnostics = _status_for(call.excinfo.value)
+            status, message, diagnostics = _status_for(call.excinfo.value)  # not None: see makereport
         diagnostics = {**self.notes.get(self._test_id(item), {}), **diagnostics}
         return TestResult(
             id=self._test_id(item), category=category, status=status,

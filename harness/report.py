@@ -69,14 +69,19 @@ class Report:
         """Write the JSON report; arrays kept by ``grade(keep_artifacts=True)`` go to a sidecar ``.npz`` first."""
         path = Path(path)
         items = getattr(self, "artifacts", None)
-        if not items:
-            write_atomic(path, self.to_json() + "\n")
-            return
-        from . import artifacts
+        try:
+            if not items:
+                write_atomic(path, self.to_json() + "\n")
+                return
+            from . import artifacts
 
-        data = json.loads(self.to_json())
-        data["artifacts"] = artifacts.save(items, path.with_suffix(".npz"))
-        write_atomic(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+            data = json.loads(self.to_json())
+            data["artifacts"] = artifacts.save(items, path.with_suffix(".npz"))
+            write_atomic(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
+        except OSError as exc:  # a full disk, a read-only folder: ours to fix, never the candidate's verdict
+            from .errors import InfrastructureError
+
+            raise InfrastructureError(f"could not write the report to {path}: {exc.strerror or exc}") from exc
 
     def by_category(self) -> dict[str, dict]:
         out = {}

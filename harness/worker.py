@@ -124,7 +124,9 @@ class Worker:
         return head, arrays
 
     # -- start-up ---------------------------------------------------------------------------------
-    def start(self) -> dict:
+    def boot(self) -> dict:
+        """The worker's own start-up, before anything of the candidate's is read: a worker that dies before
+        its boot frame is the grader's fault (the host retries it, then reports an infrastructure error)."""
         if self.track == "torch":
             import torch
 
@@ -132,6 +134,9 @@ class Worker:
             self.torch = torch
             _install_tripwires(torch)
         sys.meta_path.insert(0, _BlockGrader())
+        return {"kind": "boot"}
+
+    def start(self) -> dict:
         spec = importlib.util.spec_from_file_location("submission", self.path)
         module = importlib.util.module_from_spec(spec)
         sys.modules["submission"] = module
@@ -326,6 +331,7 @@ class Worker:
 
     def serve(self) -> None:
         threading.Thread(target=_exit_when_orphaned, daemon=True).start()
+        self.send(self.boot())
         self.send(self.start())
         while True:
             try:

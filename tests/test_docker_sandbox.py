@@ -105,6 +105,8 @@ def start(box, handles, tmp_path, source: str, *, track="numpy", entry="f", limi
     h = box.start(track=track, entry=entry, submission=sub, limits=limits or Limits())
     handles.append(h)
     head, _ = read_frame(h, ready_timeout)
+    assert head["kind"] == "boot", head  # the worker's own start-up comes first, before the candidate's file
+    head, _ = read_frame(h, ready_timeout)
     return h, head
 
 

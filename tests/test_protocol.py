@@ -83,6 +83,7 @@ READY = "import sys, json, struct\nout = sys.stdout.buffer\n" \
         "    head = dict(head, arrays=[{'name': n, 'nbytes': len(b)} for n, b in blobs])\n" \
         "    text = json.dumps(head).encode()\n" \
         "    out.write(b'AGW1' + struct.pack('>I', len(text)) + text + b''.join(b for _, b in blobs)); out.flush()\n" \
+        "frame({'kind': 'boot'})\n" \
         "frame({'kind': 'ready'})\n" \
         "sys.stdin.buffer.read(8)\n"
 

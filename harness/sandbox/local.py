@@ -33,14 +33,18 @@ SENSITIVE = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/e
              "/etc/ssh")
 
 # Runs as root of the new mount namespace (after unshare, before the worker; `python -I -S -c SETUP`):
-#   BOX SIZE_MB COVER_TMP HIDDEN... -- COMMAND...
+#   SPEC_JSON COMMAND...   with SPEC = {"box", "size_mb", "cover", "keep", "hidden"}
 # 1. a size-capped tmpfs at BOX gets a copy of the worker, the submission and an empty home;
-# 2. with COVER_TMP=1 it is moved onto /tmp (hiding the host's /tmp: other checkouts, sockets, files);
-# 3. every HIDDEN folder is covered by an empty read-only tmpfs (a file by /dev/null);
+# 2. with cover, it is moved onto /tmp (hiding all of the host's /tmp at once: other checkouts, sockets, other
+#    graders' scratch folders); the folders under /tmp the interpreter needs ("keep", e.g. a venv there) are
+#    bind-mounted into the box first and moved back to their own paths after, so nothing depends on entries
+#    that other processes own (no check-then-mount race);
+# 3. every hidden folder is covered by an empty read-only tmpfs (a file by /dev/null); one that is gone is skipped;
 # 4. every other writable mount but the box and /proc is re-mounted read-only; the worker starts in BOX/home.
+# A failure here kills the worker before its boot frame: the host retries it, then reports a grader fault.
 SETUP = r"""
-import ctypes, os, shutil, sys
-RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, MOVE = 1, 2, 4, 8, 32, 4096, 8192
+import ctypes, errno, json, os, shutil, sys
+RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, MOVE, REC = 1, 2, 4, 8, 32, 4096, 8192, 16384
 KEEP = {os.ST_NOSUID: NOSUID, os.ST_NODEV: NODEV, os.ST_NOEXEC: NOEXEC, os.ST_NOATIME: 1024,
         os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21}
 libc = ctypes.CDLL(None, use_errno=True)
@@ -51,24 +55,35 @@ def mount(source, target, fstype, flags, data=None):
         err = ctypes.get_errno()
         raise OSError(err, f"mount {target}: {os.strerror(err)}")
 
-args = sys.argv[1:]
-sep = args.index("--")
-box, size, cover, hidden, command = args[0], args[1], args[2] == "1", args[3:sep], args[sep + 1:]
+spec, command = json.loads(sys.argv[1]), sys.argv[2:]
+box, hidden = spec["box"], spec["hidden"]
 src = os.path.dirname(box)
-mount("grader-tmp", box, "tmpfs", NOSUID | NODEV, f"size={size}m,mode=0755")
+mount("grader-tmp", box, "tmpfs", NOSUID | NODEV, f"size={spec['size_mb']}m,mode=0755")
 shutil.copytree(os.path.join(src, ".worker"), os.path.join(box, ".worker"))
 shutil.copyfile(os.path.join(src, "submission.py"), os.path.join(box, "submission.py"))
 os.mkdir(os.path.join(box, "home"), 0o700)
-if cover:
+if spec["cover"]:
+    stash = os.path.join(box, ".keep")
+    for i, path in enumerate(spec["keep"]):
+        os.makedirs(os.path.join(stash, str(i)))
+        mount(path, os.path.join(stash, str(i)), None, BIND | REC)
     mount(box, "/tmp", None, MOVE)
-    box = "/tmp"
+    box, stash = "/tmp", "/tmp/.keep"
+    for i, path in enumerate(spec["keep"]):
+        os.makedirs(path, exist_ok=True)
+        mount(os.path.join(stash, str(i)), path, None, MOVE)
+        os.rmdir(os.path.join(stash, str(i)))
+    if spec["keep"]:
+        os.rmdir(stash)
 for path in hidden:
-    if not os.path.lexists(path):  # e.g. under the host's /tmp, which the box now covers
-        continue
-    if os.path.isdir(path):
-        mount("grader-hidden", path, "tmpfs", RDONLY | NOSUID | NODEV | NOEXEC, "size=4k,mode=0555")
-    else:
-        mount("/dev/null", path, None, BIND)
+    try:
+        if os.path.isdir(path):
+            mount("grader-hidden", path, "tmpfs", RDONLY | NOSUID | NODEV | NOEXEC, "size=4k,mode=0555")
+        else:
+            mount("/dev/null", path, None, BIND)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:  # gone meanwhile: nothing left to hide
+            raise
 for line in open("/proc/self/mountinfo").read().splitlines():
     point = line.split()[4]
     for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
@@ -158,9 +173,18 @@ def _needed() -> tuple[str, ...]:
 
 
 def cover_tmp() -> bool:
-    """Whether the worker's tmpfs can replace /tmp (not when the interpreter or its libraries live there)."""
+    """Whether the worker's tmpfs can replace /tmp: not when /tmp itself is (inside) a folder the interpreter
+    needs. Folders it needs *under* /tmp (a venv there) are mounted back into the new /tmp (see SETUP)."""
     tmp = os.path.realpath("/tmp")
-    return os.path.isdir("/tmp") and not any(_inside(k, tmp) for k in _needed())
+    return os.path.isdir("/tmp") and not any(_inside(tmp, k) for k in _needed())
+
+
+def kept_under_tmp() -> list[str]:
+    """The folders under /tmp the worker needs (outermost only), as paths under /tmp."""
+    tmp = os.path.realpath("/tmp")
+    inside = sorted(k for k in _needed() if _inside(k, tmp) and k != tmp)
+    outer = [k for k in inside if not any(o != k and _inside(k, o) for o in inside)]
+    return [os.path.join("/tmp", os.path.relpath(k, tmp)) for k in outer]
 
 
 @functools.lru_cache(maxsize=1)
@@ -193,16 +217,6 @@ def hidden_paths() -> tuple[str, ...]:
         if any(os.path.exists(os.path.join(parent, m)) for m in ("pyproject.toml", "setup.py", ".git")):
             found.add(parent)
     found.update(p for p in SENSITIVE if os.path.exists(p))
-    if not cover_tmp():  # the interpreter lives under /tmp (a venv there): hide the rest of /tmp entry by entry
-        tmp = os.path.realpath("/tmp")
-        try:
-            entries = os.listdir(tmp)
-        except OSError:
-            entries = []
-        for name in entries:
-            path = os.path.join(tmp, name)
-            if not os.path.islink(path) and (os.path.isdir(path) or os.path.isfile(path)):
-                found.add(path)
     keep = set(_needed()) | {os.path.realpath("/tmp")}
     found = {d for d in found if d != "/" and not any(_inside(k, d) for k in keep)}
     return tuple(sorted(d for d in found if not any(o != d and _inside(d, o) for o in found)))
@@ -210,8 +224,12 @@ def hidden_paths() -> tuple[str, ...]:
 
 def _mount_command(prefix: tuple[str, ...], box: str, size_mb: int, cover: bool, hidden,
                    command: list[str]) -> list[str]:
-    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], sys.executable, "-I", "-S", "-B", "-c", SETUP, box,
-            str(size_mb), "1" if cover else "0", *hidden, "--", *command]
+    import json
+
+    spec = {"box": box, "size_mb": int(size_mb), "cover": cover, "keep": kept_under_tmp() if cover else [],
+            "hidden": list(hidden)}
+    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], sys.executable, "-I", "-S", "-B", "-c", SETUP,
+            json.dumps(spec), *command]
 
 
 def _probe_cache() -> Path | None:
