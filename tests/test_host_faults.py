@@ -233,3 +233,26 @@ def test_the_fault_injection_script_exits_3_through_the_console_script(tmp_path)
     assert done.returncode == 3, done.stdout + done.stderr
     assert done.stderr.startswith("grade: error: the hidden suite for 'mha' failed on the grader's side")
     assert "injected oracle fault" in done.stderr and "FAIL" not in done.stdout
+
+
+def test_a_host_fault_in_batch_is_exit_3_and_marked_infrastructure(tmp_path):
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(
+        "import graders.common.oracle as oracle\n"
+        "def broken(*args, **kwargs):\n    raise ValueError('injected oracle fault')\n"
+        "oracle.forward = broken\n")
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("a.py", "b.py"):
+        (subs / name).write_text(REF_NUMPY.read_text())
+    done = run_cli("batch", subs, "--exercise", "mha", "--out", tmp_path / "out", "--jobs", "2",
+                   env_extra={"PYTHONPATH": str(inject), "GRADER_SANDBOX": "local"}, cwd=tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    reports = [json.loads(p.read_text()) for p in (tmp_path / "out").glob("*.json") if p.name != "summary.json"]
+    assert len(reports) == 2
+    for report in reports:
+        validate(report)
+        assert report["environment"]["batch"]["error"]["kind"] == "infrastructure"
+        assert "injected oracle fault" in report["environment"]["batch"]["error"]["message"]
+        assert not any(t["status"] == "failed" for t in report["tests"])
