@@ -7,7 +7,7 @@ Design
   does). A grading process is recycled after ``RECYCLE_AFTER`` submissions and replaced when it dies.
 * Only this (parent) process writes reports: each one atomically (temp file + rename) as soon as its
   submission finishes, named ``<path slug>.<sha256[:16]>.json``. A sidecar ``.npz`` of plot arrays (see
-  harness/artifacts.py) is written by the grading process *before* the report that names it.
+  harness/grading/artifacts.py) is written by the grading process *before* the report that names it.
 * ``resume``: a submission is skipped when its report exists, validates, and its key (sha256, exercise,
   track, harness version) matches. A batch killed at any moment leaves only complete reports (rename is
   atomic), so re-running with ``resume`` ends with exactly one valid report per submission.
@@ -38,9 +38,9 @@ import threading
 import time
 from pathlib import Path
 
-from . import __version__
-from .errors import GraderError, InfrastructureError, UsageError
-from .report import SCHEMA_ID, write_atomic
+from harness import __version__
+from harness.core.errors import GraderError, InfrastructureError, UsageError
+from harness.core.report import SCHEMA_ID, write_atomic
 
 EXIT_PASSED, EXIT_FAILED, EXIT_INFRA = 0, 1, 3
 RECYCLE_AFTER = 40               # submissions per grading process before it is replaced
@@ -163,7 +163,7 @@ def _hash_file(path: Path) -> tuple[str, int]:
 def _key_track(path: Path, exercise, track: str) -> str:
     if track != "auto":
         return track
-    from .submission import detect_track, load_submission
+    from harness.grading.submission import detect_track, load_submission
 
     try:
         return detect_track(load_submission(path), exercise)
@@ -172,7 +172,7 @@ def _key_track(path: Path, exercise, track: str) -> str:
 
 
 def plan(paths, opts: BatchOptions) -> list[Item]:
-    from .exercises import get_exercise
+    from harness.core.exercises import get_exercise
 
     ex = get_exercise(opts.exercise)  # unknown exercise: UsageError before anything runs
     files = discover(paths)
@@ -196,7 +196,7 @@ def validate_report(data: dict) -> bool:
         import jsonschema
     except ImportError:  # pragma: no cover - jsonschema ships with the test extras
         return isinstance(data, dict) and data.get("schema") == SCHEMA_ID and isinstance(data.get("tests"), list)
-    from .report import load_schema
+    from harness.core.report import load_schema
 
     try:
         jsonschema.validate(data, load_schema())
@@ -249,7 +249,7 @@ def error_report(item: Item, opts: BatchOptions, kind: str, message: str, second
     """A schema-valid report for a submission the engine could not grade (kind: usage | infrastructure)."""
     import platform
 
-    from .text import clean_text
+    from harness.core.text import clean_text
 
     track = item.key["track"] if item.key["track"] in ("numpy", "torch") else (
         opts.track if opts.track in ("numpy", "torch") else "numpy")
@@ -518,8 +518,8 @@ def _log_start(task: dict) -> None:
 
 def grade_task(task: dict) -> dict:
     """Grade one submission in this process; the answer sent back to the batch."""
-    from . import artifacts
-    from .engine import grade
+    from harness.grading import artifacts
+    from harness.grading.engine import grade
 
     notices: list[str] = []
     _log_start(task)
@@ -556,7 +556,7 @@ def worker_main() -> int:
     os.dup2(2, 1)                                  # stray prints go to the log, never into the answers
     sys.stdout = sys.stderr
     try:
-        import harness.engine  # noqa: F401  (warm the imports before the first task)
+        import harness.grading.engine  # noqa: F401  (warm the imports before the first task)
 
         for line in sys.stdin:
             if not line.strip():

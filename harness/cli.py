@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from .errors import GraderError, UsageError
+from harness.core.errors import GraderError, UsageError
 
 EXIT_PASSED, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 
@@ -38,7 +38,7 @@ class DefaultGroup(click.Group):
         except GraderError as exc:
             _fail(exc)
         except Exception as exc:
-            from .errors import InfrastructureError
+            from harness.core.errors import InfrastructureError
 
             _fail(InfrastructureError(f"internal grader error: {type(exc).__name__}: {exc}"))
 
@@ -79,7 +79,7 @@ def main():
 @main.command("list")
 def list_cmd():
     """List the exercises, their tracks and what each asks for."""
-    from .exercises import TRACKS, all_exercises
+    from harness.core.exercises import TRACKS, all_exercises
 
     for ex in all_exercises().values():
         entries = ", ".join(f"{t}: {ex.entry(t)}" for t in TRACKS)
@@ -95,7 +95,7 @@ def list_cmd():
 @click.option("--force", is_flag=True, help="Overwrite PATH if it exists.")
 def start(exercise, path, track, force):
     """Write the stub for EXERCISE to PATH (default: ./<exercise>_<track>.py)."""
-    from .exercises import get_exercise
+    from harness.core.exercises import get_exercise
 
     try:
         ex = get_exercise(exercise)
@@ -120,7 +120,7 @@ def sandbox():
 @click.option("--tag", help="Image tag (default attn-grader-sandbox:<harness version>).")
 def sandbox_build(base_image, wheels, tag):
     """Build the sandbox image (Python, NumPy, CPU torch, the worker; no grader code)."""
-    from .dockerimage import build_image
+    from harness.sandbox.image import build_image
 
     try:
         built = build_image(base_image=base_image, wheels=wheels, tag=tag,
@@ -134,7 +134,7 @@ def sandbox_build(base_image, wheels, tag):
 @click.option("--image", help="Image to check (default: the one --sandbox docker uses).")
 def sandbox_doctor(image):
     """Check engine, image and limits; each line ok or a fix hint. Exit 1 if docker grading would fail."""
-    from .dockerimage import doctor
+    from harness.sandbox.image import doctor
 
     checks = doctor(image=image)
     for c in checks:
@@ -161,8 +161,8 @@ def sandbox_doctor(image):
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, quiet):
     """Grade FILE against EXERCISE's hidden suite and print a summary."""
-    from .engine import grade
-    from .render import render_summary
+    from harness.grading.engine import grade
+    from harness.render import render_summary
 
     try:
         report = grade(exercise=exercise, submission=file, track=track, sandbox=sandbox, seed=seed,
@@ -182,8 +182,8 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
 
 
 # -- commands defined in other modules (registration only: issue 6, batch grading and reports) --------------
-from .commands_batch import batch_cmd  # noqa: E402
-from .commands_report import compare_cmd, report_cmd  # noqa: E402
+from harness.commands_batch import batch_cmd  # noqa: E402
+from harness.commands_report import compare_cmd, report_cmd  # noqa: E402
 
 main.add_command(batch_cmd)
 main.add_command(report_cmd)

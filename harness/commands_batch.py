@@ -37,8 +37,8 @@ def batch_cmd(paths, exercise, track, sandbox, jobs, out, junit_path, gradescope
 
     Exit 0 if every submission passed, 1 if any failed, 3 on an infrastructure fault (130: interrupted;
     re-run with --resume)."""
-    from .batch import BatchOptions, run_batch
-    from .errors import GraderError
+    from harness.batch import BatchOptions, run_batch
+    from harness.core.errors import GraderError
 
     opts = BatchOptions(exercise=exercise, out=out, track=track, sandbox=sandbox, jobs=jobs, seed=seed,
                         limits={"call_timeout_s": timeout, "memory_mb": memory_mb}, resume=resume,
@@ -48,16 +48,16 @@ def batch_cmd(paths, exercise, track, sandbox, jobs, out, junit_path, gradescope
         with progress:
             result = run_batch(paths, opts, on_event=progress.event)
     except GraderError as exc:
-        from .cli import GraderClickError
+        from harness.cli import GraderClickError
 
         raise GraderClickError(exc) from None
     named = [(it.label, it.report) for it in result.items if it.report is not None]
     if junit_path:
-        from .junit import write_junit
+        from harness.junit import write_junit
 
         write_junit(junit_path, named)
     if gradescope:
-        from .gradescope import write_results
+        from harness.gradescope import write_results
 
         for it in result.items:
             if it.report is not None:

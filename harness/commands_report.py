@@ -10,7 +10,7 @@ VERDICT_COLOUR = {"PASSED": "green", "FAILED": "red", "ERROR": "magenta"}
 
 
 def _raise(exc):
-    from .cli import GraderClickError
+    from harness.cli import GraderClickError
 
     raise GraderClickError(exc) from None
 
@@ -36,8 +36,8 @@ def _style(line: str) -> str:
               help="The submission file, if it is no longer at the path the report records.")
 def report_cmd(report_path, audience, html_path, source_path):
     """Show a saved report: verdict, diagnosis, score by category, failing tests with their diagnostics."""
-    from .errors import GraderError
-    from .report_text import load_report_file, render_text
+    from harness.core.errors import GraderError
+    from harness.report_text import load_report_file, render_text
 
     try:
         data = load_report_file(report_path)
@@ -46,7 +46,7 @@ def report_cmd(report_path, audience, html_path, source_path):
     for line in render_text(data, audience=audience):
         click.echo(_style(line))
     if html_path:
-        from .html_report import write_html
+        from harness.html_report import write_html
 
         write_html(html_path, data, audience=audience, report_path=report_path, source_path=source_path)
         click.echo(f"wrote {html_path}")
@@ -69,8 +69,8 @@ def compare_cmd(reports, html_path):
     time taken."""
     from rich.table import Table
 
-    from .compare import collect_reports, rows, write_html
-    from .errors import GraderError
+    from harness.compare import collect_reports, rows, write_html
+    from harness.core.errors import GraderError
 
     try:
         found = collect_reports(reports)

@@ -8,9 +8,9 @@ import json
 import os
 from pathlib import Path
 
-from .errors import UsageError
-from .report import CATEGORIES
-from .report_text import category_scores, load_report_file, not_graded, title_of
+from harness.core.errors import UsageError
+from harness.core.report import CATEGORIES
+from harness.report_text import category_scores, load_report_file, not_graded, title_of
 
 _SORT_JS = """
 document.querySelectorAll("table.cmp th").forEach(function (th, col) {
@@ -106,7 +106,7 @@ def render_html(reports: list[tuple[Path, dict]]) -> str:
 
 
 def write_html(path: str | os.PathLike, reports: list[tuple[Path, dict]]) -> None:
-    from .report import write_atomic
+    from harness.core.report import write_atomic
 
     write_atomic(Path(path), render_html(reports))
 

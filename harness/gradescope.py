@@ -18,8 +18,8 @@ import math
 import os
 from pathlib import Path
 
-from .junit import diagnosis_text
-from .report import write_atomic
+from harness.junit import diagnosis_text
+from harness.core.report import write_atomic
 
 VISIBILITY = {"visible": "visible", "hidden": "hidden"}
 

@@ -6,7 +6,7 @@ Self-contained: inline CSS, plots embedded as ``data:image/png;base64`` (matplot
 fonts, no external URL of any kind. Everything taken from the report is HTML-escaped: messages and
 diagnostics carry candidate-controlled text.
 
-Pictures (from the report's ``.npz`` sidecar, see harness/artifacts.py), for each kept failing test:
+Pictures (from the report's ``.npz`` sidecar, see harness/grading/artifacts.py), for each kept failing test:
 * |candidate − reference| over (position × feature) for the worst batch element: the output, then per head
   the context vectors before W_o (recovered through W_o⁻¹);
 * the reference attention pattern per head next to the pattern the candidate's output implies, where that can
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import artifacts as arts
-from .report_text import MARK, category_scores, fmt, for_audience, not_graded, title_of
+from harness.grading import artifacts as arts
+from harness.report_text import MARK, category_scores, fmt, for_audience, not_graded, title_of
 
 MAX_HEADS = 8
 MAX_PLOTTED = 4          # tests with pictures per page (each picture costs ~0.2 s to render)
@@ -316,6 +316,6 @@ def _pygments_css() -> str:
 
 
 def write_html(path: str | os.PathLike, report: dict, **kw) -> None:
-    from .report import write_atomic
+    from harness.core.report import write_atomic
 
     write_atomic(Path(path), render_html(report, **kw))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .report import CATEGORIES, Report
+from harness.core.report import CATEGORIES, Report
 
 MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT", "memory": "MEMORY",
         "output_limit": "OUTPUT", "skipped": "SKIP"}

@@ -8,8 +8,8 @@ import json
 import os
 from pathlib import Path
 
-from .errors import UsageError
-from .report import CATEGORIES
+from harness.core.errors import UsageError
+from harness.core.report import CATEGORIES
 
 AUDIENCES = ("interviewer", "candidate")
 HIDDEN_NOTE = "hidden test: details are not shown to candidates"
@@ -19,7 +19,7 @@ MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOU
 
 def load_report_file(path: str | os.PathLike) -> dict:
     """A report from disk, validated against the schema; UsageError (exit 2) when it is not one."""
-    from .batch import validate_report
+    from harness.batch import validate_report
 
     p = Path(path)
     try:

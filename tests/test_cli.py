@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.exercises import all_exercises
+from harness.core.exercises import all_exercises
 
 from .helpers import validate
 

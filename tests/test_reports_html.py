@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import artifacts as arts
-from harness.case import random_case
+from harness.grading import artifacts as arts
+from harness.core.case import random_case
 
 from .helpers import validate
 

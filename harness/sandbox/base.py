@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import signal
 import subprocess
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import NamedTuple
 
-WORKER_DIR = Path(__file__).resolve().parent.parent  # holds worker.py and wire.py
+WORKER_DIR = Path(__file__).resolve().parent.parent / "worker"  # holds worker.py and wire.py
 WORKER_FILES = ("worker.py", "wire.py")
+PR_SET_PDEATHSIG = 1  # prctl(2) option: the signal this process gets when its parent dies
+
+
+class DoctorCheck(NamedTuple):
+    """One line of `grade sandbox doctor`: what was checked, whether it is fine, what was seen, how to fix it."""
+
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
 
 
 @dataclasses.dataclass
@@ -42,7 +54,7 @@ def die_with_parent() -> None:
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass
 

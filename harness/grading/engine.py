@@ -10,15 +10,14 @@ import platform
 import sys
 import time
 import warnings
-from pathlib import Path
 
-from . import __version__
-from .errors import GraderError, InfrastructureError, UsageError
-from .exercises import check_track, get_exercise
-from .report import Diagnosis, Report
-from .sandbox import Limits, get_sandbox
-from .submission import banned_api_uses, detect_track, load_submission
-from .text import clean_text
+from harness import __version__
+from harness.core.errors import GraderError, InfrastructureError, UsageError
+from harness.core.exercises import check_track, get_exercise
+from harness.core.report import Diagnosis, Report
+from harness.sandbox import Limits, get_sandbox
+from harness.grading.submission import banned_api_uses, detect_track, load_submission
+from harness.core.text import clean_text
 
 
 def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", sandbox: str = "auto",
@@ -61,7 +60,7 @@ def _grade(*, exercise, submission, track, sandbox, seed, limits, notice, diagno
         lim = lim.replace(**limits)
     box = get_sandbox(sandbox, notice=notice)
 
-    from .channel import WorkerSession
+    from harness.session.channel import WorkerSession
 
     session = WorkerSession(box, track=track, entry=ex.entry(track), submission=sub.path.resolve(), limits=lim)
     session.start()  # the worker's imports (torch!) overlap everything below
@@ -77,7 +76,7 @@ def _grade(*, exercise, submission, track, sandbox, seed, limits, notice, diagno
             diagnosis = run_diagnosis(ex.name, track, observations, results)
         artifacts = None
         if keep_artifacts:
-            from .artifacts import collect
+            from harness.grading.artifacts import collect
 
             artifacts = collect(observations, results)
         banned = _banned_api_result(track, sub.text, session.tripwires, any(r.status == "passed" for r in results))
@@ -117,7 +116,7 @@ def _fit_budget(results) -> None:
     every test but the first keeps shorter messages and diagnostics (halving until it fits)."""
     import json
 
-    from .text import clean_text
+    from harness.core.text import clean_text
 
     def size() -> int:
         return len(json.dumps([r.to_dict() for r in results], default=str))
@@ -159,7 +158,7 @@ def _banned_api_result(track, text, tripwires, anything_passed: bool):
     It earns its point only alongside real work: with nothing else passing (a stub) it is not assessed."""
     if track != "torch":
         return None
-    from .report import TestResult
+    from harness.core.report import TestResult
 
     static = banned_api_uses(text)
     fired = sorted(tripwires)
@@ -180,8 +179,8 @@ def _banned_api_result(track, text, tripwires, anything_passed: bool):
 def _run_suite(ex, track, session, seed):
     import pytest
 
-    from .candidate import Candidate
-    from .plugin import GraderPlugin
+    from harness.session.candidate import Candidate
+    from harness.grading.plugin import GraderPlugin
 
     plugin = GraderPlugin(candidate=Candidate(session, ex, track), exercise=ex, track=track, seed=seed)
     suite = ex.suite_dir

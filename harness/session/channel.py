@@ -1,6 +1,6 @@
 """The host end of the worker pipe: framed requests with deadlines, a capped stderr, restarts after deaths.
 
-Everything read from the worker is validated by :mod:`harness.wire`; anything malformed is the candidate's
+Everything read from the worker is validated by :mod:`harness.worker.wire`; anything malformed is the candidate's
 failure (status ``error``), never a crash of the grader.
 """
 
@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-from .errors import CandidateException, InfrastructureError, WorkerFault
-from .sandbox.base import Limits, Sandbox, WorkerHandle
-from .text import clean_text
+from harness.core.errors import CandidateException, InfrastructureError, WorkerFault
+from harness.sandbox.base import Limits, Sandbox, WorkerHandle
+from harness.core.text import clean_text
 
 
 class _StderrPump(threading.Thread):
@@ -56,7 +57,7 @@ def _checked_header(head: dict) -> dict:
     """Type-check the fields the host reads from a frame header. The worker is the candidate's process, so a
     header may be forged: a field of the wrong type is a malformed frame (the candidate's failure), never an
     exception inside the grader."""
-    from .wire import WireError
+    from harness.worker.wire import WireError
 
     if not isinstance(head.get("kind"), str):
         raise WireError("frame header has no 'kind'")
@@ -174,6 +175,8 @@ class WorkerSession:
             if self.ready_error:
                 raise self.ready_error
             return
+        from harness.worker import wire  # here, not at the top: the worker starts before the host pays for NumPy
+
         self._boot()
         deadline = self.boot_time + self.limits.startup_timeout_s
         try:
@@ -182,10 +185,10 @@ class WorkerSession:
             self.ready_error = fault
             raise
         self._ready = True
-        if head.get("kind") == "error":
+        if head.get("kind") == wire.ERROR:
             self.ready_error = self._candidate_exception(head)
             raise self.ready_error
-        if head.get("kind") != "ready":
+        if head.get("kind") != wire.READY:
             self.ready_error = self._fault("error", f"worker sent {str(head.get('kind'))[:40]!r} instead of ready")
             raise self.ready_error
         versions = head.get("versions")
@@ -197,11 +200,13 @@ class WorkerSession:
         the candidate's has been read yet. A worker that dies, hangs or babbles before it is the grader's fault
         (a sandbox that could not be set up, an image without torch, limits too small for the interpreter): it
         is started afresh up to BOOT_ATTEMPTS times in all, then the whole run is an infrastructure error."""
+        from harness.worker import wire
+
         failures: list[str] = []
         while True:
             try:
                 head, _ = self._read_frame(self.start_time + self.limits.startup_timeout_s, phase="boot")
-                if head.get("kind") == "boot":
+                if head.get("kind") == wire.BOOT:
                     self.boot_time = time.monotonic()
                     return
                 failures.append(f"the worker sent {clean_text(str(head.get('kind')), 40)!r} before booting")
@@ -224,7 +229,7 @@ class WorkerSession:
         if self.handle is not None and self._ready and not self.ready_error and self.handle.proc.poll() is not None:
             self._restart()
         self.ensure_ready()
-        from . import wire  # imported here so the worker starts before the host pays for NumPy
+        from harness.worker import wire  # imported here so the worker starts before the host pays for NumPy
 
         payload = wire.encode_frame(header, arrays)
         now = time.monotonic()
@@ -241,9 +246,9 @@ class WorkerSession:
             raise self._fault_after_death("the worker closed its input") from None
         head, arrs = self._read_frame(deadline, phase="call")
         kind = head.get("kind")
-        if kind == "error":
+        if kind == wire.ERROR:
             raise self._candidate_exception(head)
-        if kind == "fault":
+        if kind == wire.FAULT:
             status = head.get("status") if head.get("status") in ("memory",) else "error"
             fault = WorkerFault(status, clean_text(str(head.get("message", "")), 500), {"reported_by": "worker"})
             raise fault
@@ -283,7 +288,7 @@ class WorkerSession:
         return data
 
     def _read_frame(self, deadline: float, phase: str) -> tuple[dict, dict]:
-        from . import wire
+        from harness.worker import wire
 
         try:
             length = wire.parse_prefix(self._read_exact(wire.HEADER.size, deadline, phase))
@@ -345,7 +350,7 @@ class WorkerSession:
         sig = evidence.get("signal")
         if evidence.get("oom_killed") or "MemoryError" in evidence.get("stderr_tail", ""):
             return self._fault("memory", f"{what}: out of memory", **evidence)
-        if sig in (24,):  # SIGXCPU: the CPU-seconds rlimit
+        if sig == signal.SIGXCPU:  # the CPU-seconds rlimit
             return self._fault("timeout", f"{what}: CPU time limit exceeded", **evidence)
         detail = f"signal {sig}" if sig else f"exit code {evidence.get('exit_code')}"
         return self._fault("error", f"{what} ({detail})", **evidence)

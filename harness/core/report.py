@@ -73,13 +73,13 @@ class Report:
             if not items:
                 write_atomic(path, self.to_json() + "\n")
                 return
-            from . import artifacts
+            from harness.grading import artifacts
 
             data = json.loads(self.to_json())
             data["artifacts"] = artifacts.save(items, path.with_suffix(".npz"))
             write_atomic(path, json.dumps(data, indent=2, allow_nan=False) + "\n")
         except OSError as exc:  # a full disk, a read-only folder: ours to fix, never the candidate's verdict
-            from .errors import InfrastructureError
+            from harness.core.errors import InfrastructureError
 
             raise InfrastructureError(f"could not write the report to {path}: {exc.strerror or exc}") from exc
 

@@ -1,7 +1,7 @@
 # The grader's sandbox image: Python + NumPy + CPU torch, a non-root user, and the worker (worker.py, wire.py)
 # baked in read-only under /opt/grader. No grader, suite or reference code is ever copied in.
 #
-# Built by `grade sandbox build` (harness/dockerimage.py), which assembles the context:
+# Built by `grade sandbox build` (harness/sandbox/image.py), which assembles the context:
 #   Dockerfile, worker.py, wire.py, wheels/ (empty unless --wheels DIR was given)
 # With wheels present, everything installs offline from them (pip --no-index); otherwise numpy comes from the
 # default index and torch from the PyTorch CPU index.

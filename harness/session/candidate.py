@@ -11,10 +11,11 @@ import dataclasses
 
 import numpy as np
 
-from .case import Case
-from .channel import WorkerSession
-from .errors import GraderError
-from .exercises import Exercise
+from harness.core.case import Case
+from harness.session.channel import WorkerSession
+from harness.core.errors import GraderError
+from harness.core.exercises import Exercise
+from harness.worker import wire
 
 ARG_FIELDS = {"X": "x", "x": "x", "Y": "y", "context": "y", "Wq": "wq", "Wk": "wk", "Wv": "wv", "Wo": "wo",
               "mask": "mask"}
@@ -163,8 +164,8 @@ class Candidate:
                   if getattr(case, ARG_FIELDS.get(n, INT_FIELDS.get(n, "")), None) is not None}
         head, out = self.session.request(
             {"op": "call", "args": args, "kwargs": kwargs, "return_inputs": return_inputs}, arrays)
-        inputs = {k.split(":", 1)[1]: v for k, v in out.items() if k.startswith("input:")}
-        return Result(out.get("out"), head.get("output", {}), {}, inputs)
+        inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
+        return Result(out.get(wire.OUT), head.get("output", {}), {}, inputs)
 
     def _run_torch(self, case, layout, mode, grad_output, return_inputs, flops) -> Result:
         lay = self.build(d=case.d, h=case.h, g=case.g, bias=case.has_bias)
@@ -178,8 +179,8 @@ class Candidate:
             if case.has_bias:
                 values["bqkv"] = np.concatenate([case.bq, case.bk, case.bv])
         for field, pname in lay.names.items():
-            arrays[f"p:{field}"] = np.ascontiguousarray(values[field])
-            state[pname] = f"p:{field}"
+            arrays[wire.WEIGHT + field] = np.ascontiguousarray(values[field])
+            state[pname] = wire.WEIGHT + field
         grad = grad_output is not None
         args = [self._spec(n, case, arrays, layout, requires_grad=grad and n != "mask") for n in self.spec["forward"]]
         kwargs = {n: self._spec(n, case, arrays, layout) for n in self.spec.get("forward_kwargs", [])
@@ -187,15 +188,15 @@ class Candidate:
         req = {"op": "forward", "state": state, "dtype": dtype, "mode": mode, "args": args, "kwargs": kwargs,
                "return_inputs": return_inputs, "flops": flops}
         if grad:
-            arrays["G"] = grad_output
-            req["grad_output"] = "G"
+            arrays[wire.GRAD_OUTPUT] = grad_output
+            req["grad_output"] = wire.GRAD_OUTPUT
         head, out = self.session.request(req, arrays)
         grads, inputs = {}, {}
         inverse = {pname: field for field, pname in lay.names.items()}
         for key, value in out.items():
-            if key.startswith("grad:param:") or key.startswith("input:param:"):
-                target = grads if key.startswith("grad:") else inputs
-                field = inverse.get(key.split(":", 2)[2])
+            if key.startswith((wire.GRAD + wire.PARAM, wire.INPUT + wire.PARAM)):
+                target = grads if key.startswith(wire.GRAD) else inputs
+                field = inverse.get(key.split(wire.PARAM, 1)[1])
                 if field is None:
                     continue
                 if field == "wqkv":
@@ -206,8 +207,8 @@ class Candidate:
                         target[name] = part
                 else:
                     target[field] = value.T if field.startswith("w") else value
-            elif key.startswith("grad:"):
-                grads[key[5:]] = value
-            elif key.startswith("input:"):
-                inputs[key[6:]] = value
-        return Result(out.get("out"), head.get("output", {}), grads, inputs, head.get("flops"))
+            elif key.startswith(wire.GRAD):
+                grads[key[len(wire.GRAD):]] = value
+            elif key.startswith(wire.INPUT):
+                inputs[key[len(wire.INPUT):]] = value
+        return Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, head.get("flops"))

@@ -8,8 +8,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from .errors import SubmissionError
-from .exercises import Exercise
+from harness.core.errors import SubmissionError
+from harness.core.exercises import Exercise
 
 MAX_BYTES = 1_000_000
 BANNED_APIS = {"scaled_dot_product_attention": "F.scaled_dot_product_attention",

@@ -8,9 +8,9 @@ import functools
 import json
 from pathlib import Path
 
-from .errors import UnknownExercise, UsageError
+from harness.core.errors import UnknownExercise, UsageError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the folder holding harness/, exercises/, graders/, reference/
 EXERCISES_DIR = ROOT / "exercises"
 GRADERS_DIR = ROOT / "graders"
 REFERENCE_DIR = ROOT / "reference"

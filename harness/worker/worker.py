@@ -49,7 +49,7 @@ def _error(exc: BaseException, path: str, phase: str) -> dict:
         message = str(exc)
     except BaseException:  # a hostile __str__
         message = "<unprintable exception>"
-    return {"kind": "error", "phase": phase, "type": type(exc).__name__[:100], "message": message[:MAX_TEXT],
+    return {"kind": wire.ERROR, "phase": phase, "type": type(exc).__name__[:100], "message": message[:MAX_TEXT],
             "traceback": _candidate_traceback(exc, path)}
 
 
@@ -134,7 +134,7 @@ class Worker:
             self.torch = torch
             _install_tripwires(torch)
         sys.meta_path.insert(0, _BlockGrader())
-        return {"kind": "boot"}
+        return {"kind": wire.BOOT}
 
     def start(self) -> dict:
         spec = importlib.util.spec_from_file_location("submission", self.path)
@@ -147,7 +147,7 @@ class Worker:
         target = getattr(module, self.entry, None)
         if target is None:
             defined = sorted(n for n in vars(module) if not n.startswith("_"))[:30]
-            return {"kind": "error", "phase": "import", "type": "MissingEntryPoint",
+            return {"kind": wire.ERROR, "phase": "import", "type": "MissingEntryPoint",
                     "message": f"the file defines no {self.entry!r}; it defines: {', '.join(defined) or 'nothing'}",
                     "traceback": ""}
         self.target = target
@@ -156,7 +156,7 @@ class Worker:
         versions = {"python": platform.python_version(), "numpy": np.__version__}
         if self.torch is not None:
             versions["torch"] = self.torch.__version__
-        return {"kind": "ready", "versions": versions}
+        return {"kind": wire.READY, "versions": versions}
 
     # -- argument building ------------------------------------------------------------------------
     def _value(self, spec, arrays):
@@ -229,7 +229,7 @@ class Worker:
             return self.op_forward(req, arrays)
         if op == "ping":
             return {"kind": "pong"}, {}
-        return {"kind": "error", "phase": "protocol", "type": "BadRequest", "message": f"unknown op {op!r}",
+        return {"kind": wire.ERROR, "phase": "protocol", "type": "BadRequest", "message": f"unknown op {op!r}",
                 "traceback": ""}, {}
 
     def op_call(self, req, arrays):
@@ -238,20 +238,20 @@ class Worker:
         try:
             out = self.target(*args, **kwargs)
         except MemoryError:
-            return {"kind": "fault", "status": "memory", "message": "MemoryError raised during the call"}, {}
+            return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised during the call"}, {}
         except BaseException as exc:
             return _error(exc, self.path, "call"), {}
         info, arr = self._describe_output(out)
-        send = {} if arr is None else {"out": arr}
+        send = {} if arr is None else {wire.OUT: arr}
         if req.get("return_inputs"):
             for i, (spec, value) in enumerate(zip(req.get("args", []), args)):
                 if "array" in spec and isinstance(value, np.ndarray):
-                    send[f"input:{spec['array']}"] = np.array(value)
+                    send[wire.INPUT + spec['array']] = np.array(value)
             for k, value in kwargs.items():
                 spec = req["kwargs"][k]
                 if "array" in spec and isinstance(value, np.ndarray):
-                    send[f"input:{spec['array']}"] = np.array(value)
-        return {"kind": "result", "output": info}, send
+                    send[wire.INPUT + spec['array']] = np.array(value)
+        return {"kind": wire.RESULT, "output": info}, send
 
     def op_init(self, req):
         torch = self.torch
@@ -259,24 +259,24 @@ class Worker:
             torch.manual_seed(0)
             module = self.target(*req.get("args", []), **req.get("kwargs", {}))
         except MemoryError:
-            return {"kind": "fault", "status": "memory", "message": "MemoryError raised in __init__"}, {}
+            return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised in __init__"}, {}
         except BaseException as exc:
             return _error(exc, self.path, "init"), {}
         if not isinstance(module, torch.nn.Module):
             self.module = None
-            return {"kind": "error", "phase": "init", "type": "NotAModule",
+            return {"kind": wire.ERROR, "phase": "init", "type": "NotAModule",
                     "message": f"{self.entry} is not an nn.Module (got {type(module).__name__})", "traceback": ""}, {}
         self.module = module
         params = [{"name": n, "shape": list(p.shape), "dtype": str(p.dtype).replace("torch.", "")}
                   for n, p in module.named_parameters()]
         buffers = [{"name": n, "shape": list(b.shape)} for n, b in module.named_buffers()]
-        return {"kind": "module", "params": params[:200], "buffers": buffers[:200]}, {}
+        return {"kind": wire.MODULE, "params": params[:200], "buffers": buffers[:200]}, {}
 
     def op_forward(self, req, arrays):
         torch = self.torch
         module = self.module
         if module is None:
-            return {"kind": "error", "phase": "forward", "type": "NoModule", "message": "module was not built",
+            return {"kind": wire.ERROR, "phase": "forward", "type": "NoModule", "message": "module was not built",
                     "traceback": ""}, {}
         try:
             dtype = getattr(torch, req.get("dtype", "float32"))
@@ -301,7 +301,7 @@ class Worker:
             out = module(*args, **kwargs)
             info, arr = self._describe_output(out)
             if arr is not None:
-                send["out"] = arr
+                send[wire.OUT] = arr
             grad_name = req.get("grad_output")
             if grad_name and arr is not None:
                 # sum(out * G) has gradient G wrt out; unlike out.backward(G) it does not import sympy (~0.5 s)
@@ -309,25 +309,25 @@ class Worker:
                 for spec, value in zip(req.get("args", []), args):
                     if spec.get("requires_grad") and isinstance(value, torch.Tensor):
                         if value.grad is not None:
-                            send[f"grad:{spec['array']}"] = self._to_numpy(value.grad, torch)
+                            send[wire.GRAD + spec['array']] = self._to_numpy(value.grad, torch)
                 for name, p in module.named_parameters():
                     if p.grad is not None:
-                        send[f"grad:param:{name}"] = self._to_numpy(p.grad, torch)
+                        send[wire.GRAD + wire.PARAM + name] = self._to_numpy(p.grad, torch)
         except MemoryError:
-            return {"kind": "fault", "status": "memory", "message": "MemoryError raised during forward"}, {}
+            return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised during forward"}, {}
         except BaseException as exc:
             return _error(exc, self.path, "forward"), {}
         if req.get("return_inputs"):
             for spec, value in zip(req.get("args", []), args):
                 if "array" in spec and isinstance(value, torch.Tensor):
-                    send[f"input:{spec['array']}"] = self._to_numpy(value, torch).copy()
+                    send[wire.INPUT + spec['array']] = self._to_numpy(value, torch).copy()
             for k, value in kwargs.items():
                 spec = req["kwargs"][k]
                 if "array" in spec and isinstance(value, torch.Tensor):
-                    send[f"input:{spec['array']}"] = self._to_numpy(value, torch).copy()
+                    send[wire.INPUT + spec['array']] = self._to_numpy(value, torch).copy()
             for name, p in module.named_parameters():
-                send[f"input:param:{name}"] = self._to_numpy(p, torch).copy()
-        return dict({"kind": "result", "output": info}, **extra), send
+                send[wire.INPUT + wire.PARAM + name] = self._to_numpy(p, torch).copy()
+        return dict({"kind": wire.RESULT, "output": info}, **extra), send
 
     def serve(self) -> None:
         threading.Thread(target=_exit_when_orphaned, daemon=True).start()
@@ -337,7 +337,7 @@ class Worker:
             try:
                 req, arrays = self.read_frame()
             except wire.WireError as exc:
-                self.send({"kind": "error", "phase": "protocol", "type": "WireError", "message": str(exc),
+                self.send({"kind": wire.ERROR, "phase": "protocol", "type": "WireError", "message": str(exc),
                            "traceback": ""})
                 return
             if req is None:
@@ -346,9 +346,9 @@ class Worker:
                 header, send = self.handle(req, arrays)
                 self.send(header, send)
             except MemoryError:
-                self.send({"kind": "fault", "status": "memory", "message": "MemoryError in the worker"})
+                self.send({"kind": wire.FAULT, "status": "memory", "message": "MemoryError in the worker"})
             except wire.WireError as exc:
-                self.send({"kind": "error", "phase": "output", "type": "WireError", "message": str(exc)[:MAX_TEXT],
+                self.send({"kind": wire.ERROR, "phase": "output", "type": "WireError", "message": str(exc)[:MAX_TEXT],
                            "traceback": ""})
             except BaseException as exc:  # e.g. a hostile __array__ raising SystemExit
                 self.send(_error(exc, self.path, "output"))

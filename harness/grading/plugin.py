@@ -13,11 +13,11 @@ import zlib
 import numpy as np
 import pytest
 
-from .candidate import StructureError
-from .checks import CheckFailure
-from .errors import CandidateException, GraderError, WorkerFault
-from .report import CATEGORIES, TestResult
-from .text import clean_text
+from harness.session.candidate import StructureError
+from harness.core.checks import CheckFailure
+from harness.core.errors import CandidateException, GraderError, WorkerFault
+from harness.core.report import CATEGORIES, TestResult
+from harness.core.text import clean_text
 
 
 @dataclasses.dataclass

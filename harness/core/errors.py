@@ -45,10 +45,6 @@ class SandboxUnavailable(InfrastructureError):
         self.hint = hint
 
 
-class ProtocolError(GraderError):
-    """A frame from the worker was malformed, oversized or not allowed. Always the candidate's fault."""
-
-
 class WorkerFault(GraderError):
     """The worker died, timed out, ran out of memory or flooded its output during a call.
 

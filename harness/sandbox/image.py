@@ -2,15 +2,14 @@
 
 Also runnable before the CLI is wired::
 
-    python -m harness.dockerimage build [--base-image IMAGE] [--wheels DIR] [--tag TAG]
-    python -m harness.dockerimage doctor [--image IMAGE]
-    python -m harness.dockerimage status [--image IMAGE]     # exit 0 iff the image is present and current
+    python -m harness.sandbox.image build [--base-image IMAGE] [--wheels DIR] [--tag TAG]
+    python -m harness.sandbox.image doctor [--image IMAGE]
+    python -m harness.sandbox.image status [--image IMAGE]     # exit 0 iff the image is present and current
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import shutil
 import subprocess
@@ -20,27 +19,18 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .sandbox.base import WORKER_DIR, WORKER_FILES, Limits
-from .sandbox.docker import (CONTAINER_UID, LABEL, DockerSandbox, api_client, default_image, docker_cli, probe,
-                             worker_sha256)
+from harness.sandbox.base import WORKER_DIR, WORKER_FILES, DoctorCheck, Limits
+from harness.sandbox.docker import LABEL, DockerSandbox, api_client, default_image, probe, worker_sha256
 
 DOCKERFILE = Path(__file__).resolve().parent / "sandbox.Dockerfile"  # shipped inside the package
 BUILD_TIMEOUT_S = 3600
-
-
-@dataclasses.dataclass
-class DoctorCheck:
-    name: str
-    ok: bool
-    detail: str
-    hint: str = ""
 
 
 def _dockerfile_text() -> str:
     try:
         return DOCKERFILE.read_text()
     except OSError as exc:
-        from .errors import InfrastructureError
+        from harness.core.errors import InfrastructureError
 
         raise InfrastructureError(f"sandbox Dockerfile not found at {DOCKERFILE}") from exc
 
@@ -72,8 +62,8 @@ def build_image(*, base_image: str | None = None, wheels: str | Path | None = No
     """
     from docker.errors import APIError, BuildError, DockerException
 
-    from . import __version__
-    from .errors import InfrastructureError, UsageError
+    from harness import __version__
+    from harness.core.errors import InfrastructureError, UsageError
 
     say = progress or (lambda line: None)
     tag = tag or default_image()
@@ -202,7 +192,7 @@ def doctor(*, image: str | None = None) -> list[DoctorCheck]:
     Docker grading would fail unless every check is ok.
     """
     image = image or default_image()
-    checks = [DoctorCheck(*c) for c in probe(image, timeout=3.0)]
+    checks = list(probe(image, timeout=3.0))
     if len(checks) == 3 and all(c.ok for c in checks):
         try:
             checks.append(_limits_check(image))
@@ -229,7 +219,7 @@ def leftover_containers() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.dockerimage")
+    parser = argparse.ArgumentParser(prog="python -m harness.sandbox.image")
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build the sandbox image")
     b.add_argument("--base-image")
@@ -240,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("status", help="exit 0 iff the engine is up and the image present and current")
     s.add_argument("--image")
     opts = parser.parse_args(argv)
-    from .errors import GraderError
+    from harness.core.errors import GraderError
 
     try:
         if opts.cmd == "build":

@@ -29,6 +29,16 @@ ALLOWED_DTYPES = frozenset(
 )
 
 
+# Frame kinds the worker sends, and the names of the arrays in frames: both ends use these, never bare strings.
+BOOT, READY, ERROR, FAULT, RESULT, MODULE = "boot", "ready", "error", "fault", "result", "module"
+OUT = "out"              # the candidate's output
+GRAD = "grad:"           # GRAD + argument array name, or GRAD + PARAM + parameter name: a gradient
+INPUT = "input:"         # INPUT + argument array name, or INPUT + PARAM + parameter name: as the candidate left it
+PARAM = "param:"
+WEIGHT = "p:"            # WEIGHT + case field (wq, bq, wqkv...): a value the host loads into a parameter
+GRAD_OUTPUT = "G"        # the upstream gradient for backward
+
+
 class WireError(ValueError):
     """A frame or array that breaks the protocol."""
 
