@@ -10,19 +10,24 @@ import platform
 import sys
 import time
 import warnings
+from typing import TYPE_CHECKING, Callable
 
 from harness import __version__
 from harness.core.errors import GraderError, InfrastructureError, UsageError
-from harness.core.exercises import check_track, get_exercise
-from harness.core.report import Diagnosis, Report
-from harness.sandbox import Limits, get_sandbox
-from harness.grading.submission import banned_api_uses, detect_track, load_submission
+from harness.core.exercises import Exercise, check_track, get_exercise
+from harness.core.report import Diagnosis, Report, TestResult
 from harness.core.text import clean_text
+from harness.grading.submission import banned_api_uses, detect_track, load_submission
+from harness.sandbox import Limits, get_sandbox
+
+if TYPE_CHECKING:  # imported at run time only where used: the worker starts before the host imports NumPy
+    from harness.grading.plugin import GraderPlugin
+    from harness.session.channel import WorkerSession
 
 
 def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", sandbox: str = "auto",
-          seed: int = 0, limits: Limits | dict | None = None, notice=None, diagnose: bool = True,
-          keep_artifacts: bool = False) -> Report:
+          seed: int = 0, limits: Limits | dict | None = None, notice: Callable[[str], None] | None = None,
+          diagnose: bool = True, keep_artifacts: bool = False) -> Report:
     """``keep_artifacts``: also keep, as ``report.artifacts`` (not part of the JSON), the arrays of a few failing
     forward tests (case, candidate output, reference; size-capped) for the HTML report's plots.
 
@@ -46,7 +51,9 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
     return report
 
 
-def _grade(*, exercise, submission, track, sandbox, seed, limits, notice, diagnose, keep_artifacts) -> Report:
+def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox: str, seed: int,
+           limits: Limits | dict | None, notice: Callable[[str], None] | None, diagnose: bool,
+           keep_artifacts: bool) -> Report:
     t0 = time.monotonic()
     ex = get_exercise(exercise)
     sub = load_submission(submission)
@@ -121,7 +128,7 @@ def _fit_budget(results) -> None:
     def size() -> int:
         return len(json.dumps([r.to_dict() for r in results], default=str))
 
-    def shrink(value, n: int):
+    def shrink(value: object, n: int) -> object:
         if isinstance(value, str):
             return clean_text(value, n, keep_newlines="\n" in value)
         if isinstance(value, dict):
@@ -153,13 +160,11 @@ def _version(module: str) -> str | None:
     return getattr(mod, "__version__", None)
 
 
-def _banned_api_result(track, text, tripwires, anything_passed: bool):
+def _banned_api_result(track: str, text: str, tripwires: set[str], anything_passed: bool) -> TestResult | None:
     """The banned-API structure test (torch track): a runtime tripwire in the worker plus a static scan here.
     It earns its point only alongside real work: with nothing else passing (a stub) it is not assessed."""
     if track != "torch":
         return None
-    from harness.core.report import TestResult
-
     static = banned_api_uses(text)
     fired = sorted(tripwires)
     if static or fired:
@@ -176,7 +181,8 @@ def _banned_api_result(track, text, tripwires, anything_passed: bool):
                       description="does not call F.scaled_dot_product_attention / nn.MultiheadAttention")
 
 
-def _run_suite(ex, track, session, seed):
+def _run_suite(ex: Exercise, track: str, session: WorkerSession,
+               seed: int) -> tuple[list[TestResult], list, GraderPlugin]:
     import pytest
 
     from harness.session.candidate import Candidate
@@ -216,8 +222,8 @@ def _run_suite(ex, track, session, seed):
 
 
 class _Null:
-    def write(self, s):
+    def write(self, s: str) -> int:
         return len(s)
 
-    def flush(self):
+    def flush(self) -> None:
         pass

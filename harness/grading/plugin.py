@@ -13,11 +13,13 @@ import zlib
 import numpy as np
 import pytest
 
-from harness.session.candidate import StructureError
+from harness.core.case import Case
 from harness.core.checks import CheckFailure
 from harness.core.errors import CandidateException, GraderError, WorkerFault
+from harness.core.exercises import Exercise
 from harness.core.report import CATEGORIES, TestResult
 from harness.core.text import clean_text
+from harness.session.candidate import Candidate, StructureError
 
 
 @dataclasses.dataclass
@@ -33,10 +35,10 @@ class Observation:
 
 
 class Recorder:
-    def __init__(self, plugin: "GraderPlugin", test_id: str):
+    def __init__(self, plugin: GraderPlugin, test_id: str):
         self.plugin, self.test_id = plugin, test_id
 
-    def forward(self, case, out, passed: bool, **info) -> None:
+    def forward(self, case: Case, out: np.ndarray | None, passed: bool, **info) -> None:
         if out is not None:
             self.plugin.observations.append(Observation(self.test_id, case, out, passed, "forward", info))
 
@@ -72,7 +74,7 @@ PLUGIN_KEY = pytest.StashKey["GraderPlugin"]()
 
 
 class GraderPlugin:
-    def __init__(self, *, candidate, exercise, track: str, seed: int):
+    def __init__(self, *, candidate: Candidate, exercise: Exercise, track: str, seed: int):
         self._candidate, self._exercise, self._track, self.seed = candidate, exercise, track, seed
         self.results: dict[str, TestResult] = {}
         self.order: list[str] = []
@@ -86,34 +88,35 @@ class GraderPlugin:
     # fixtures defined as instance methods (their ``self`` is not the object the tests see).
     @pytest.fixture(scope="session")
     @staticmethod
-    def candidate(request):
+    def candidate(request: pytest.FixtureRequest) -> Candidate:
         return request.config.stash[PLUGIN_KEY]._candidate
 
     @pytest.fixture(scope="session")
     @staticmethod
-    def track(request):
+    def track(request: pytest.FixtureRequest) -> str:
         return request.config.stash[PLUGIN_KEY]._track
 
     @pytest.fixture(scope="session")
     @staticmethod
-    def exercise(request):
+    def exercise(request: pytest.FixtureRequest) -> Exercise:
         return request.config.stash[PLUGIN_KEY]._exercise
 
     @pytest.fixture
-    def rng(self, request):
+    def rng(self, request: pytest.FixtureRequest) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(request.node.name.encode())])
 
     @pytest.fixture
-    def record(self, request):
+    def record(self, request: pytest.FixtureRequest) -> Recorder:
         return Recorder(self, self._test_id(request.node))
 
     # -- hooks ------------------------------------------------------------------------------------
-    def pytest_configure(self, config):
+    def pytest_configure(self, config: pytest.Config) -> None:
         config.stash[PLUGIN_KEY] = self
         config.addinivalue_line("markers", "grade(category, points=1, visibility='visible'): grading metadata")
         config.addinivalue_line("markers", "tracks(*names): tracks this test applies to")
 
-    def pytest_collection_modifyitems(self, session, config, items):
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
         keep, drop = [], []
         for item in items:
             marker = item.get_closest_marker("tracks")
@@ -123,12 +126,12 @@ class GraderPlugin:
         items[:] = keep
         self.order = [self._test_id(i) for i in keep]
 
-    def pytest_collectreport(self, report):
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.collection_errors.append(clean_text(str(report.longrepr), 2000))
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_makereport(self, item, call):
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
         """Build the report ourselves: pytest's own would render a source-annotated traceback for every
         failure (tens of ms each), which the grading report never shows."""
         from _pytest.outcomes import Skipped
@@ -158,10 +161,10 @@ class GraderPlugin:
 
     # -- helpers ----------------------------------------------------------------------------------
     @staticmethod
-    def _test_id(item) -> str:
+    def _test_id(item: pytest.Item) -> str:
         return item.name
 
-    def _result(self, item, call, report) -> TestResult:
+    def _result(self, item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> TestResult:
         marker = item.get_closest_marker("grade")
         meta = dict(marker.kwargs) if marker else {}
         if marker and marker.args:

@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import IO, Callable
 
 from harness.core.errors import CandidateException, InfrastructureError, WorkerFault
 from harness.sandbox.base import Limits, Sandbox, WorkerHandle
@@ -22,7 +23,7 @@ from harness.core.text import clean_text
 class _StderrPump(threading.Thread):
     """Drains the worker's stderr into a capped buffer; past the cap it flags the flood and stops keeping it."""
 
-    def __init__(self, stream, cap: int, on_flood):
+    def __init__(self, stream: IO[bytes], cap: int, on_flood: Callable[[], None]):
         super().__init__(daemon=True)
         self.stream, self.cap, self.on_flood = stream, cap, on_flood
         self.chunks: list[bytes] = []
@@ -139,7 +140,7 @@ class WorkerSession:
         would otherwise not exit (and the kill would wait for it) until its own timeout."""
         handle = self.handle
 
-        def drain(stream):
+        def drain(stream: IO[bytes]) -> None:
             try:
                 while stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
                     pass

@@ -16,6 +16,8 @@ import select
 import sys
 import threading
 import traceback
+from types import ModuleType
+from typing import BinaryIO
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wire  # noqa: E402  (sibling module, copied next to this file in every sandbox)
@@ -32,7 +34,7 @@ MAX_TEXT = 4000
 class _BlockGrader(importlib.abc.MetaPathFinder):
     """Makes the grader's own packages unimportable from candidate code."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path=None, target=None) -> None:
         if name.split(".")[0] in BLOCKED_PACKAGES:
             raise ImportError(f"module {name!r} is not available in the sandbox")
         return None
@@ -88,7 +90,7 @@ def _exit_when_orphaned() -> None:
             os._exit(0)  # same as a clean end of input: the host is done with us, or gone
 
 
-def _flop_counter(torch):
+def _flop_counter(torch: ModuleType):
     """A FlopCounterMode, without the ~1.3 s import of torch._dynamo its first use triggers: its dispatch hook
     is wrapped in torch._disable_dynamo, which imports dynamo lazily; nothing is compiled in this process, so
     the raw hook is marked as already dynamo-disabled."""
@@ -103,7 +105,7 @@ def _flop_counter(torch):
 
 
 class Worker:
-    def __init__(self, track: str, entry: str, path: str, proto_out):
+    def __init__(self, track: str, entry: str, path: str, proto_out: BinaryIO):
         self.track, self.entry, self.path, self.out = track, entry, path, proto_out
         self.torch = None
         self.module = None
@@ -115,7 +117,7 @@ class Worker:
         self.out.write(wire.encode_frame(header, arrays))
         self.out.flush()
 
-    def read_frame(self):
+    def read_frame(self) -> tuple[dict | None, dict | None]:
         prefix = sys.stdin.buffer.read(wire.HEADER.size)
         if len(prefix) < wire.HEADER.size:
             return None, None
@@ -159,7 +161,7 @@ class Worker:
         return {"kind": wire.READY, "versions": versions}
 
     # -- argument building ------------------------------------------------------------------------
-    def _value(self, spec, arrays):
+    def _value(self, spec: object, arrays: dict) -> object:
         if not isinstance(spec, dict):
             raise ValueError("bad argument spec")
         if "int" in spec:
@@ -189,7 +191,7 @@ class Worker:
         return arr
 
     @staticmethod
-    def _to_numpy(obj, torch):
+    def _to_numpy(obj: object, torch: ModuleType) -> np.ndarray:
         if torch is not None and isinstance(obj, torch.Tensor):
             t = obj.detach()
             if t.dtype == torch.bfloat16:
@@ -197,7 +199,7 @@ class Worker:
             return t.cpu().numpy()
         return np.asarray(obj)
 
-    def _describe_output(self, out):
+    def _describe_output(self, out: object) -> tuple[dict, np.ndarray | None]:
         torch = self.torch
         expected = torch.Tensor if self.track == "torch" else np.ndarray
         kind = type(out)
@@ -219,7 +221,7 @@ class Worker:
         return info, arr
 
     # -- requests ---------------------------------------------------------------------------------
-    def handle(self, req: dict, arrays: dict):
+    def handle(self, req: dict, arrays: dict) -> tuple[dict, dict]:
         op = req.get("op")
         if op == "call":
             return self.op_call(req, arrays)
@@ -232,7 +234,7 @@ class Worker:
         return {"kind": wire.ERROR, "phase": "protocol", "type": "BadRequest", "message": f"unknown op {op!r}",
                 "traceback": ""}, {}
 
-    def op_call(self, req, arrays):
+    def op_call(self, req: dict, arrays: dict) -> tuple[dict, dict]:
         args = [self._value(s, arrays) for s in req.get("args", [])]
         kwargs = {k: self._value(s, arrays) for k, s in req.get("kwargs", {}).items()}
         try:
@@ -253,7 +255,7 @@ class Worker:
                     send[wire.INPUT + spec['array']] = np.array(value)
         return {"kind": wire.RESULT, "output": info}, send
 
-    def op_init(self, req):
+    def op_init(self, req: dict) -> tuple[dict, dict]:
         torch = self.torch
         try:
             torch.manual_seed(0)
@@ -272,7 +274,7 @@ class Worker:
         buffers = [{"name": n, "shape": list(b.shape)} for n, b in module.named_buffers()]
         return {"kind": wire.MODULE, "params": params[:200], "buffers": buffers[:200]}, {}
 
-    def op_forward(self, req, arrays):
+    def op_forward(self, req: dict, arrays: dict) -> tuple[dict, dict]:
         torch = self.torch
         module = self.module
         if module is None:
