@@ -14,6 +14,7 @@ Where that is not permitted it falls back to network + PID namespaces, then to a
 from __future__ import annotations
 
 import functools
+import json
 import os
 import resource
 import shutil
@@ -75,8 +76,8 @@ def _needed() -> tuple[str, ...]:
             spec = importlib.util.find_spec(mod)
         except (ImportError, ValueError):
             spec = None
-        if spec and spec.origin:
-            keep.add(os.path.dirname(spec.origin))
+        if spec and spec.origin:  # the whole site folder: wheels keep libraries beside the package (numpy.libs)
+            keep.add(os.path.dirname(os.path.dirname(spec.origin)))
     return tuple(sorted({os.path.realpath(p) for p in keep if p}))
 
 
@@ -87,19 +88,22 @@ def cover_tmp() -> bool:
     return os.path.isdir("/tmp") and not any(_inside(tmp, k) for k in _needed())
 
 
-def kept_under_tmp() -> list[str]:
-    """The folders under /tmp the worker needs (outermost only), as paths under /tmp."""
+def keeps(cover: bool, hidden) -> list[str]:
+    """The folders the worker needs (outermost only) that lie inside what the set-up covers (/tmp when
+    ``cover``, and the hidden folders): mount_setup.py carries them across, so only they show there."""
     tmp = os.path.realpath("/tmp")
-    inside = sorted(k for k in _needed() if _inside(k, tmp) and k != tmp)
+    covered = ([tmp] if cover else []) + [h for h in hidden if os.path.isdir(h)]
+    inside = sorted(k for k in _needed() if any(_inside(k, c) for c in covered))
     outer = [k for k in inside if not any(o != k and _inside(k, o) for o in inside)]
-    return [os.path.join("/tmp", os.path.relpath(k, tmp)) for k in outer]
+    return [os.path.join("/tmp", os.path.relpath(k, tmp)) if cover and _inside(k, tmp) else k for k in outer]
 
 
 @functools.lru_cache(maxsize=1)
 def hidden_paths() -> tuple[str, ...]:
     """What the worker must not see (when a mount namespace is available): every top-level folder but the
     system ones, the grader's own packages and a source checkout holding them wherever they are, and a few
-    credential files. Never a folder that holds something in :func:`_needed` (or /tmp, which is replaced)."""
+    credential files. A hidden folder that holds something in :func:`_needed` is covered all the same, and the
+    needed folders are mounted back inside it (:func:`keeps`); /tmp is replaced, not hidden."""
     import importlib.util
 
     found: set[str] = set()
@@ -125,17 +129,14 @@ def hidden_paths() -> tuple[str, ...]:
         if any(os.path.exists(os.path.join(parent, m)) for m in ("pyproject.toml", "setup.py", ".git")):
             found.add(parent)
     found.update(p for p in SENSITIVE if os.path.exists(p))
-    keep = set(_needed()) | {os.path.realpath("/tmp")}
-    found = {d for d in found if d != "/" and not any(_inside(k, d) for k in keep)}
+    tmp = os.path.realpath("/tmp")
+    found = {d for d in found if d != "/" and not _inside(tmp, d)}
     return tuple(sorted(d for d in found if not any(o != d and _inside(d, o) for o in found)))
 
 
 def _mount_command(prefix: tuple[str, ...], box: str, size_mb: int, cover: bool, hidden,
                    command: list[str]) -> list[str]:
-    import json
-
-    spec = {"box": box, "size_mb": int(size_mb), "cover": cover, "keep": kept_under_tmp() if cover else [],
-            "hidden": list(hidden)}
+    spec = {"box": box, "size_mb": int(size_mb), "cover": cover, "keep": keeps(cover, hidden), "hidden": list(hidden)}
     return [prefix[0], "--mount", "--mount-proc", *prefix[1:], sys.executable, "-I", "-S", "-B", str(MOUNT_SETUP),
             json.dumps(spec), *command]
 
@@ -189,9 +190,10 @@ def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
         cover = cover_tmp()
         root = "/tmp" if cover else box
         hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(probe), d)]
+        check = json.dumps({"hidden": hidden, "keep": keeps(cover, hidden)})
         cmd = _mount_command(prefix, box, 1, cover, hidden, [sys.executable, "-I", "-S", "-B",
                                                              os.path.join(root, ".worker", MOUNT_PROBE.name), root,
-                                                             *hidden])
+                                                             check])
         try:
             done = subprocess.run(cmd, capture_output=True, timeout=10, env=scrubbed_env(os.path.join(root, "home")),
                                   cwd=probe)

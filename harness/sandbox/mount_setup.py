@@ -5,13 +5,15 @@ Runs as root of a new mount namespace (after ``unshare --mount``, before the wor
     python -I -S -B mount_setup.py SPEC_JSON COMMAND...     SPEC = {"box", "size_mb", "cover", "keep", "hidden"}
 
 1. a size-capped tmpfs at BOX gets a copy of the worker, the submission and an empty home;
-2. with ``cover``, it is moved onto /tmp (hiding all of the host's /tmp at once: other checkouts, sockets, other
-   graders' scratch folders); the folders under /tmp the interpreter needs (``keep``, e.g. a venv there) are
-   bind-mounted into the box first and moved back to their own paths after, so nothing depends on entries that
-   other processes own (no check-then-mount race);
-3. every ``hidden`` folder is covered by an empty read-only tmpfs (a file by /dev/null); one that is gone is
-   skipped;
-4. every other writable mount but the box and /proc is re-mounted read-only; the worker starts in BOX/home.
+2. the folders the interpreter needs that lie inside what is about to be covered (``keep``: a venv under /tmp,
+   Python under /root, site-packages under /work...) are bind-mounted into the box, to be carried across;
+3. with ``cover``, the box is moved onto /tmp (hiding all of the host's /tmp at once: other checkouts, sockets,
+   other graders' scratch folders);
+4. every ``hidden`` folder is covered by an empty tmpfs (a file by /dev/null; one that is gone is skipped);
+5. the ``keep`` folders are moved back to their own paths, on top of the new /tmp or of the cover, which is then
+   made read-only: nothing else of /tmp or of a hidden folder shows, and nothing depends on entries that other
+   processes own (no check-then-mount race);
+6. every other writable mount but the box and /proc is re-mounted read-only; the worker starts in BOX/home.
 
 A failure here kills the worker before its boot frame: the host retries it, then reports a grader fault.
 """
@@ -52,10 +54,13 @@ def mount_points() -> list:
         return [unescape(line.split()[4]) for line in f.read().splitlines()]
 
 
-def skipped(point: str, box: str, hidden) -> bool:
-    """Mounts the read-only pass leaves alone: the box, /proc, and what is inside a hidden folder."""
-    return (point in (box, "/proc") or point.startswith("/proc/")
-            or any(point.startswith(h + "/") for h in hidden))
+def inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def skipped(point: str, box: str) -> bool:
+    """Mounts the read-only pass leaves alone: the box and /proc (what lies under a cover no longer resolves)."""
+    return point in (box, "/proc") or point.startswith("/proc/")
 
 
 def fill_box(box: str, size_mb: int) -> None:
@@ -66,38 +71,46 @@ def fill_box(box: str, size_mb: int) -> None:
     os.mkdir(os.path.join(box, "home"), 0o700)
 
 
-def cover_tmp(box: str, keep) -> str:
-    """Move the box onto /tmp, carrying the ``keep`` folders across; return the box's new path."""
-    stash = os.path.join(box, ".keep")
+def stash_keeps(box: str, keep) -> None:
     for i, path in enumerate(keep):
-        os.makedirs(os.path.join(stash, str(i)))
-        mount(path, os.path.join(stash, str(i)), None, MS_BIND | MS_REC)
-    mount(box, "/tmp", None, MS_MOVE)
-    stash = "/tmp/.keep"
+        os.makedirs(os.path.join(box, ".keep", str(i)))
+        mount(path, os.path.join(box, ".keep", str(i)), None, MS_BIND | MS_REC)
+
+
+def hide(hidden, keep) -> list:
+    """Cover each hidden path; return the covers that must take keep folders (left writable until then)."""
+    open_covers = []
+    for path in hidden:
+        takes = any(inside(k, path) for k in keep)
+        try:
+            if os.path.isdir(path):
+                flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | (0 if takes else MS_RDONLY)
+                mount("grader-hidden", path, "tmpfs", flags, "size=64k,mode=0755")
+                if takes:
+                    open_covers.append(path)
+            else:
+                mount("/dev/null", path, None, MS_BIND)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:  # gone meanwhile: nothing left to hide
+                raise
+    return open_covers
+
+
+def restore_keeps(box: str, keep, open_covers) -> None:
+    stash = os.path.join(box, ".keep")
     for i, path in enumerate(keep):
         os.makedirs(path, exist_ok=True)
         mount(os.path.join(stash, str(i)), path, None, MS_MOVE)
         os.rmdir(os.path.join(stash, str(i)))
     if keep:
         os.rmdir(stash)
-    return "/tmp"
+    for path in open_covers:
+        mount("none", path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
-def hide(hidden) -> None:
-    for path in hidden:
-        try:
-            if os.path.isdir(path):
-                mount("grader-hidden", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
-            else:
-                mount("/dev/null", path, None, MS_BIND)
-        except OSError as exc:
-            if exc.errno != errno.ENOENT:  # gone meanwhile: nothing left to hide
-                raise
-
-
-def read_only_elsewhere(box: str, hidden) -> None:
+def read_only_elsewhere(box: str) -> None:
     for point in mount_points():
-        if skipped(point, box, hidden):
+        if skipped(point, box):
             continue
         try:
             current = os.statvfs(point).f_flag
@@ -116,12 +129,15 @@ def read_only_elsewhere(box: str, hidden) -> None:
 
 def main(argv) -> None:
     spec, command = json.loads(argv[0]), argv[1:]
-    box = spec["box"]
+    box, keep, hidden = spec["box"], spec["keep"], spec["hidden"]
     fill_box(box, spec["size_mb"])
+    stash_keeps(box, keep)
     if spec["cover"]:
-        box = cover_tmp(box, spec["keep"])
-    hide(spec["hidden"])
-    read_only_elsewhere(box, spec["hidden"])
+        mount(box, "/tmp", None, MS_MOVE)
+        box = "/tmp"
+    open_covers = hide(hidden, keep)
+    restore_keeps(box, keep, open_covers)
+    read_only_elsewhere(box)
     os.chdir(os.path.join(box, "home"))
     os.execv(command[0], command)
 

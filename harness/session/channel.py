@@ -346,6 +346,8 @@ class WorkerSession:
             self.handle.proc.wait(timeout=5)
         except Exception:
             self.handle.kill()
+        if self.pump is not None:  # the worker is gone: let the pump read its last words before they are quoted
+            self.pump.join(timeout=1.0)
         self._ready = True
         evidence = self._evidence()
         sig = evidence.get("signal")
