@@ -120,3 +120,37 @@ def test_every_command_has_help_text(run):
 def test_console_script_works(grade_cli):
     result = grade_cli("list")
     assert result.returncode == 0 and "mha" in result.stdout
+
+
+# -- first-hour frictions (issue 9) -------------------------------------------------------------------------
+@pytest.fixture
+def docker_probe(monkeypatch):
+    """Make the Docker availability probe answer with the given checks (and forget its cached answer)."""
+    from harness.sandbox import docker as docker_backend
+
+    def use(checks):
+        monkeypatch.setattr(docker_backend, "probe", lambda image=None, **kw: checks)
+        docker_backend._available_cache.clear()
+
+    yield use
+    docker_backend._available_cache.clear()
+
+
+@pytest.mark.parametrize("checks,why,fix", [
+    ([("engine", False, "no Docker engine socket at /var/run/docker.sock", "start it")],
+     "no Docker engine socket at /var/run/docker.sock", "grade sandbox doctor"),
+    ([("engine", True, "ok", ""), ("image", False, "sandbox image attn-grader-sandbox:9 is missing", "build")],
+     "sandbox image attn-grader-sandbox:9 is missing", "grade sandbox build"),
+    ([("engine", True, "ok", ""), ("image", True, "ok", ""),
+      ("image current", False, "sandbox image attn-grader-sandbox:9 is stale: grader.version='0.0.1'", "rebuild")],
+     "is stale", "grade sandbox build"),
+])
+def test_auto_sandbox_fallback_says_why_and_how_to_fix(run, docker_probe, checks, why, fix):
+    docker_probe(checks)
+    result = run("mha", REF_NUMPY, "--sandbox", "auto", "-q")
+    assert result.exit_code == 0, result.output
+    notes = [ln for ln in result.stderr.splitlines() if ln.startswith("note:")]
+    assert len(notes) == 1, result.stderr
+    assert "local process" in notes[0] and "not an isolation boundary" in notes[0]
+    assert why in notes[0] and f"`{fix}`" in notes[0]
+    assert run("mha", REF_NUMPY, "--sandbox", "local", "-q").stderr == ""  # an explicit choice: no note
