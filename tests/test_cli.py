@@ -154,3 +154,38 @@ def test_auto_sandbox_fallback_says_why_and_how_to_fix(run, docker_probe, checks
     assert "local process" in notes[0] and "not an isolation boundary" in notes[0]
     assert why in notes[0] and f"`{fix}`" in notes[0]
     assert run("mha", REF_NUMPY, "--sandbox", "local", "-q").stderr == ""  # an explicit choice: no note
+
+
+def _points(text: str) -> list[tuple[str, float, float]]:
+    import re
+
+    return [(m[0], float(m[1]), float(m[2])) for m in re.findall(r"(\w+) ([\d.]+)/([\d.]+) pts \[\d+/\d+ tests\]", text)]
+
+
+def test_summary_shows_points_per_category_summing_to_the_score(run, tmp_path):
+    result = run("mha", EXAMPLE, "--sandbox", "local", "--json", tmp_path / "r.json")
+    assert result.exit_code == 1
+    data = json.loads((tmp_path / "r.json").read_text())
+    cats = _points(result.output)
+    assert [c[0] for c in cats] == ["shape", "numeric", "edge"]
+    assert sum(c[1] for c in cats) == pytest.approx(data["score"]) == 14
+    assert sum(c[2] for c in cats) == pytest.approx(data["max_score"]) == 31
+    numeric = [t for t in data["tests"] if t["category"] == "numeric"]
+    passed = sum(t["status"] == "passed" for t in numeric)
+    assert f"numeric 2/17 pts [{passed}/{len(numeric)} tests]" in result.output
+
+
+def test_an_import_error_is_reported_once(run, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import numpy as np\nraise RuntimeError('boom at import')\n")
+    result = run("mha", bad, "--sandbox", "local", "--json", tmp_path / "r.json")
+    assert result.exit_code == 1
+    assert result.output.count("boom at import") == 1, result.output
+    n = len(json.loads((tmp_path / "r.json").read_text())["tests"])
+    assert f"ERROR   all {n} tests: your code raised RuntimeError: boom at import (while importing your file)" \
+        in result.output
+    assert "... and" not in result.output
+    shown = run("report", tmp_path / "r.json")
+    assert shown.exit_code == 0
+    assert shown.output.count("boom at import") == 2  # the message and the traceback's source line, once each
+    assert f"ERROR   {n} tests (all of them), 31 points lost" in shown.output
