@@ -148,13 +148,19 @@ def sandbox_doctor(image):
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, quiet):
     """Grade FILE against EXERCISE's hidden suite and print a summary."""
+    import contextlib
+
     from .engine import grade
+    from .progress import RunProgress
     from .render import render_summary
 
+    progress = None if quiet else RunProgress(sys.stderr, label=f"grading {file}")
     try:
-        report = grade(exercise=exercise, submission=file, track=track, sandbox=sandbox, seed=seed,
-                       limits={"call_timeout_s": timeout, "memory_mb": memory_mb},
-                       notice=lambda msg: click.echo(msg, err=True), keep_artifacts=json_path is not None)
+        with progress or contextlib.nullcontext():
+            report = grade(exercise=exercise, submission=file, track=track, sandbox=sandbox, seed=seed,
+                           limits={"call_timeout_s": timeout, "memory_mb": memory_mb},
+                           notice=lambda msg: click.echo(msg, err=True), keep_artifacts=json_path is not None,
+                           progress=progress)
     except GraderError as exc:
         _fail(exc)
     if json_path:

@@ -21,9 +21,11 @@ from .submission import banned_api_uses, detect_track, load_submission
 
 def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", sandbox: str = "auto",
           seed: int = 0, limits: Limits | dict | None = None, notice=None, diagnose: bool = True,
-          keep_artifacts: bool = False) -> Report:
+          keep_artifacts: bool = False, progress=None) -> Report:
     """``keep_artifacts``: also keep, as ``report.artifacts`` (not part of the JSON), the arrays of a few failing
-    forward tests (case, candidate output, reference; size-capped) for the HTML report's plots."""
+    forward tests (case, candidate output, reference; size-capped) for the HTML report's plots.
+    ``progress``: called as ``progress(index, total, test_id)`` when each test starts, then ``(total, total, None)``
+    when the suite is over (see harness/progress.py)."""
     t0 = time.monotonic()
     ex = get_exercise(exercise)
     sub = load_submission(submission)
@@ -43,7 +45,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
     session.start()  # the worker's imports (torch!) overlap everything below
     try:
         t_started = time.monotonic()
-        results, observations, plugin = _run_suite(ex, track, session, seed)
+        results, observations, plugin = _run_suite(ex, track, session, seed, progress)
         t_suite = time.monotonic()
         diagnosis = []
         failing = [r for r in results if r.status != "passed"]
@@ -153,7 +155,7 @@ def _banned_api_result(track, text, tripwires, anything_passed: bool):
                       description="does not call F.scaled_dot_product_attention / nn.MultiheadAttention")
 
 
-def _run_suite(ex, track, session, seed):
+def _run_suite(ex, track, session, seed, progress=None):
     import pytest
 
     from .candidate import Candidate
@@ -174,7 +176,7 @@ def _run_suite(ex, track, session, seed):
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         with contextlib.redirect_stdout(sys.stderr if os.environ.get("GRADER_DEBUG") else _Null()):
-            code = pytest.main(args, plugins=[plugin])
+            code = pytest.main(args, plugins=[plugin, *_progress_plugin(progress)])
     finally:
         for k, v in saved.items():
             if v is not None:
@@ -187,6 +189,14 @@ def _run_suite(ex, track, session, seed):
         detail = "; ".join(plugin.collection_errors)[:500] or f"pytest exit code {int(code)}"
         raise InfrastructureError(f"the hidden suite for {ex.name!r} could not run: {detail}")
     return plugin.ordered_results(), plugin.observations, plugin
+
+
+def _progress_plugin(progress) -> list:
+    if progress is None:
+        return []
+    from .progress import SuiteProgress
+
+    return [SuiteProgress(progress)]
 
 
 class _Null:

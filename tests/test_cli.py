@@ -189,3 +189,47 @@ def test_an_import_error_is_reported_once(run, tmp_path):
     assert shown.exit_code == 0
     assert shown.output.count("boom at import") == 2  # the message and the traceback's source line, once each
     assert f"ERROR   {n} tests (all of them), 31 points lost" in shown.output
+
+
+HANG = "import numpy as np\nimport time\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n    time.sleep(3600)\n"
+
+
+def test_a_hang_shows_which_test_is_running_and_for_how_long(run, tmp_path, monkeypatch):
+    """Off a terminal (CI logs): a plain line per interval while a test runs long, none for quick tests."""
+    monkeypatch.setenv("GRADER_PROGRESS_INTERVAL_S", "0.5")
+    hang = tmp_path / "hang.py"
+    hang.write_text(HANG)
+    result = run("mha", hang, "--sandbox", "local", "--timeout", "1.5")
+    assert result.exit_code == 1
+    lines = [ln for ln in result.stderr.splitlines() if "still running" in ln]
+    assert lines, result.stderr
+    assert lines[0].startswith(f"grading {hang}: test 1/23 test_output_shape[b1-s1-d8-h2] still running after")
+    assert len(lines) <= 4 * 3 + 2  # sparse: a few per hanging test, not a stream
+    assert "\r" not in result.stderr
+    quiet = run("mha", hang, "--sandbox", "local", "--timeout", "1.5", "-q")
+    assert quiet.exit_code == 1 and "still running" not in quiet.stderr
+
+
+def test_a_quick_run_adds_no_progress_lines(run):
+    result = run("mha", REF_NUMPY, "--sandbox", "local")
+    assert result.exit_code == 0 and "grading" not in result.stderr and "still running" not in result.stderr
+
+
+def test_live_status_line_on_a_terminal_is_rewritten_and_erased():
+    import io
+
+    from harness.progress import RunProgress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    p = RunProgress(out, label="grading x.py")
+    assert p.live
+    p(3, 23, "test_causal_mask")
+    p.render()
+    p.close()
+    text = out.getvalue()
+    assert text.startswith("\rgrading x.py: test 3/23 test_causal_mask (0 s;") and "\n" not in text
+    assert text.endswith("\r") and text.rstrip("\r").endswith(" ")  # erased at the end
