@@ -85,6 +85,23 @@ def failure_groups(tests: list[dict]) -> list[list[dict]]:
     return list(groups.values())
 
 
+def error_reason(report: dict, limit: int = 100) -> str:
+    """Why a report's verdict is ``error``, in one short line: the batch's own error (``usage: ...``,
+    ``infrastructure: ...``), else the failure most tests share (an import error, a dead worker). Empty for
+    other verdicts."""
+    err = not_graded(report)
+    if err:
+        text = f"{err.get('kind')}: {err.get('message', '')}"
+    elif report.get("verdict") == "error":
+        groups = failure_groups(report.get("tests", []))
+        biggest = max(groups, key=len) if groups else None
+        text = biggest[0].get("message", "") if biggest else "no test ran"
+    else:
+        return ""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def title_of(report: dict) -> str:
     return report.get("submission", {}).get("path") or report.get("submission", {}).get("sha256", "")[:12]
 

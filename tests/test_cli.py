@@ -233,3 +233,32 @@ def test_live_status_line_on_a_terminal_is_rewritten_and_erased():
     text = out.getvalue()
     assert text.startswith("\rgrading x.py: test 3/23 test_causal_mask (0 s;") and "\n" not in text
     assert text.endswith("\r") and text.rstrip("\r").endswith(" ")  # erased at the end
+
+
+@pytest.fixture
+def two_exercises(run, tmp_path):
+    assert run("mha", EXAMPLE, "--sandbox", "local", "--json", tmp_path / "mha.json", "-q").exit_code == 1
+    assert run("gqa", ROOT / "reference" / "gqa_numpy.py", "--sandbox", "local", "--json", tmp_path / "gqa.json",
+               "-q").exit_code == 0
+    return tmp_path
+
+
+def test_compare_has_an_exercise_column_and_warns_when_exercises_are_mixed(run, two_exercises):
+    one = run("compare", two_exercises / "mha.json")
+    assert one.exit_code == 0 and one.stderr == ""
+    assert one.stdout.splitlines()[0].strip() == "1 candidate"
+    assert "exercise" in one.output and "mha (numpy)" in one.output
+    both = run("compare", two_exercises / "mha.json", two_exercises / "gqa.json", "--html", two_exercises / "c.html")
+    assert both.exit_code == 0
+    assert both.stdout.splitlines()[0].strip() == "2 candidates"
+    assert both.stderr.startswith("grade: warning: these reports are for different exercises (gqa (numpy), "
+                                  "mha (numpy))")
+    page = (two_exercises / "c.html").read_text()
+    assert "<h1>2 candidates compared</h1>" in page and 'id="mixed"' in page
+
+
+def test_compare_missing_file_is_a_one_line_error(run, two_exercises):
+    result = run("compare", two_exercises / "mha.json", two_exercises / "nope.json")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("grade: error: report ") and "does not exist" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
