@@ -11,7 +11,7 @@ import click
 VERDICT_STYLE = {"passed": "green", "failed": "red", "error": "magenta", "infrastructure": "yellow"}
 
 
-@click.command("batch")
+@click.command("batch", short_help="Grade a folder of submissions; one report each.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", required=True, help="Exercise every submission is graded against.")
 @click.option("--track", type=click.Choice(["auto", "numpy", "torch"]), default="auto", show_default=True,

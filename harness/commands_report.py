@@ -26,7 +26,7 @@ def _style(line: str) -> str:
     return line
 
 
-@click.command("report")
+@click.command("report", short_help="Show a saved report in the terminal or as HTML.")
 @click.argument("report_path", metavar="REPORT.json", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--audience", type=click.Choice(["interviewer", "candidate"]), default="interviewer",
               show_default=True, help="candidate: hidden tests show no message, inputs or plots.")
@@ -60,7 +60,7 @@ def _console():
     return console if console.is_terminal else Console(width=200)
 
 
-@click.command("compare")
+@click.command("compare", short_help="Candidates side by side: verdict, points, bugs.")
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a sortable HTML table.")

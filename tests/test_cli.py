@@ -262,3 +262,25 @@ def test_compare_missing_file_is_a_one_line_error(run, two_exercises):
     assert result.exit_code == 2
     assert result.stderr.startswith("grade: error: report ") and "does not exist" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_run_help_shows_examples_and_exit_codes(run):
+    text = run("run", "--help").output
+    assert "Examples:" in text and "grade mha my_mha.py --json r.json" in text
+    codes = text[text.index("Exit codes:"):]
+    for code in ("0  every test passed", "1  graded and something failed", "2  bad usage",
+                 "3  infrastructure fault"):
+        assert code in codes
+    assert max(len(ln) for ln in text.splitlines()) <= 80
+
+
+def test_top_level_help_does_not_cut_command_descriptions(run):
+    text = run("--help").output
+    listed = text[text.index("Commands:"):].splitlines()[1:]
+    assert len(listed) == len(main.commands)
+    for line in listed:
+        assert not line.rstrip().endswith("..."), line
+        name = line.split()[0]
+        assert main.commands[name].short_help in line  # whole, on one line
+    sub = run("sandbox", "--help").output
+    assert "..." not in sub[sub.index("Commands:"):]
