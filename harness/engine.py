@@ -23,9 +23,12 @@ from .text import clean_text
 
 def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", sandbox: str = "auto",
           seed: int = 0, limits: Limits | dict | None = None, notice=None, diagnose: bool = True,
-          keep_artifacts: bool = False) -> Report:
+          keep_artifacts: bool = False, progress=None) -> Report:
     """``keep_artifacts``: also keep, as ``report.artifacts`` (not part of the JSON), the arrays of a few failing
     forward tests (case, candidate output, reference; size-capped) for the HTML report's plots.
+
+    ``progress``: called as ``progress(index, total, test_id)`` when each test starts, then ``(total, total, None)``
+    when the suite is over (see harness/progress.py).
 
     Runs under the host's own warning filters, whatever the environment sets (PYTHONWARNINGS=error, -W ...): a
     warning raised while grading is recorded in ``environment.host_warnings``, never an exception. Any exception
@@ -35,7 +38,8 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
         warnings.simplefilter("default")
         try:
             report = _grade(exercise=exercise, submission=submission, track=track, sandbox=sandbox, seed=seed,
-                            limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts)
+                            limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts,
+                            progress=progress)
         except GraderError:
             raise
         except Exception as exc:
@@ -47,7 +51,8 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
     return report
 
 
-def _grade(*, exercise, submission, track, sandbox, seed, limits, notice, diagnose, keep_artifacts) -> Report:
+def _grade(*, exercise, submission, track, sandbox, seed, limits, notice, diagnose, keep_artifacts,
+           progress) -> Report:
     t0 = time.monotonic()
     ex = get_exercise(exercise)
     sub = load_submission(submission)
@@ -67,7 +72,7 @@ def _grade(*, exercise, submission, track, sandbox, seed, limits, notice, diagno
     session.start()  # the worker's imports (torch!) overlap everything below
     try:
         t_started = time.monotonic()
-        results, observations, plugin = _run_suite(ex, track, session, seed)
+        results, observations, plugin = _run_suite(ex, track, session, seed, progress)
         t_suite = time.monotonic()
         diagnosis = []
         failing = [r for r in results if r.status != "passed"]
@@ -177,7 +182,7 @@ def _banned_api_result(track, text, tripwires, anything_passed: bool):
                       description="does not call F.scaled_dot_product_attention / nn.MultiheadAttention")
 
 
-def _run_suite(ex, track, session, seed):
+def _run_suite(ex, track, session, seed, progress=None):
     import pytest
 
     from .candidate import Candidate
@@ -198,7 +203,7 @@ def _run_suite(ex, track, session, seed):
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         with contextlib.redirect_stdout(sys.stderr if os.environ.get("GRADER_DEBUG") else _Null()):
-            code = pytest.main(args, plugins=[plugin])
+            code = pytest.main(args, plugins=[plugin, *_progress_plugin(progress)])
     finally:
         for k, v in saved.items():
             if v is not None:
@@ -214,6 +219,14 @@ def _run_suite(ex, track, session, seed):
         raise InfrastructureError(f"the hidden suite for {ex.name!r} failed on the grader's side (no test is charged "
                                   f"to the submission): {plugin.infra_faults[0]}", faults=plugin.infra_faults)
     return plugin.ordered_results(), plugin.observations, plugin
+
+
+def _progress_plugin(progress) -> list:
+    if progress is None:
+        return []
+    from .progress import SuiteProgress
+
+    return [SuiteProgress(progress)]
 
 
 class _Null:
