@@ -3,7 +3,7 @@
 # mounted into THIS container only; sandbox containers never see it).
 #
 # Context: the repository root. Air-gapped builds pass BASE_IMAGE (e.g. attn-grader-base:bookworm) and put
-# wheels for the harness's dependencies in .wheels/ (see docker-compose.yml / .ci/compose-smoke.sh).
+# wheels in .wheels/ (see docker-compose.yml and README.md, "The grader in a container (docker compose)").
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 DEBIAN_FRONTEND=noninteractive

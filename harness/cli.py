@@ -60,11 +60,32 @@ def _style(line: str) -> str:
     return line
 
 
+RUN_EPILOG = """\b
+Examples:
+  grade mha my_mha.py                   grade a file (track detected from it)
+  grade run gqa gqa.py --track torch    the same, spelled out
+  grade mha my_mha.py --json r.json     also write the JSON report
+  grade report r.json --html r.html     ... and look at it later as a page
+  grade mha my_mha.py --sandbox docker  require Docker (grade sandbox doctor)
+  grade mha my_mha.py -q                the verdict line only
+
+\b
+Exit codes:
+  0  every test passed
+  1  graded and something failed (also a file that crashes, hangs or
+     cannot be imported: that is a report, not a grader error)
+  2  bad usage or unusable input (missing, binary or non-UTF-8 file,
+     unknown exercise)
+  3  infrastructure fault (the sandbox could not start, the hidden suite
+     could not run)
+"""
+
+
 def _fail(error: GraderError):
     raise GraderClickError(error)
 
 
-@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="attention-grader")
 def main():
     """Grade attention implementations (MHA, masked MHA, cross-attention, GQA) in NumPy or PyTorch.
@@ -73,10 +94,14 @@ def main():
     grade list                       the exercises and their tracks
     grade start mha --track numpy    write the stub to start from
     grade mha my_mha.py              grade a file (short for `grade run`)
+
+    \b
+    Exit codes: 0 passed, 1 graded and failed, 2 bad usage, 3 infrastructure fault.
+    `grade COMMAND --help` for each command's options.
     """
 
 
-@main.command("list")
+@main.command("list", short_help="List the exercises, their tracks and entry points.")
 def list_cmd():
     """List the exercises, their tracks and what each asks for."""
     from harness.core.exercises import TRACKS, all_exercises
@@ -87,7 +112,7 @@ def list_cmd():
         click.echo(f"{'':16} tracks: {entries}")
 
 
-@main.command()
+@main.command(short_help="Write an exercise's stub to start from.")
 @click.argument("exercise")
 @click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--track", type=click.Choice(["numpy", "torch"]), default="numpy", show_default=True,
@@ -108,12 +133,12 @@ def start(exercise, path, track, force):
     click.echo(f"wrote {path}: implement {ex.entry(track)}, then run: grade {ex.name} {path}")
 
 
-@main.group()
+@main.group(short_help="Build and check the Docker sandbox image.")
 def sandbox():
     """Build and check the Docker sandbox image."""
 
 
-@sandbox.command("build")
+@sandbox.command("build", short_help="Build the sandbox image (Python, NumPy, CPU torch).")
 @click.option("--base-image", help="Base image (default python:3.11-slim; air-gapped: a local image).")
 @click.option("--wheels", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Folder of wheels (numpy, torch==2.13.0 and deps) to install offline.")
@@ -130,7 +155,7 @@ def sandbox_build(base_image, wheels, tag):
     click.echo(built)
 
 
-@sandbox.command("doctor")
+@sandbox.command("doctor", short_help="Check engine, image and limits, with fix hints.")
 @click.option("--image", help="Image to check (default: the one --sandbox docker uses).")
 def sandbox_doctor(image):
     """Check engine, image and limits; each line ok or a fix hint. Exit 1 if docker grading would fail."""
@@ -144,7 +169,7 @@ def sandbox_doctor(image):
     sys.exit(EXIT_PASSED if all(c.ok for c in checks) else EXIT_FAILED)
 
 
-@main.command()
+@main.command(short_help="Grade one file (`grade EXERCISE FILE` is short for it).", epilog=RUN_EPILOG)
 @click.argument("exercise")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--track", type=click.Choice(["auto", "numpy", "torch"]), default="auto", show_default=True,
@@ -161,13 +186,19 @@ def sandbox_doctor(image):
 @click.option("--quiet", "-q", is_flag=True, help="Print only the verdict line.")
 def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, quiet):
     """Grade FILE against EXERCISE's hidden suite and print a summary."""
+    import contextlib
+
     from harness.grading.engine import grade
+    from harness.progress import RunProgress
     from harness.render import render_summary
 
+    progress = None if quiet else RunProgress(sys.stderr, label=f"grading {file}")
     try:
-        report = grade(exercise=exercise, submission=file, track=track, sandbox=sandbox, seed=seed,
-                       limits={"call_timeout_s": timeout, "memory_mb": memory_mb},
-                       notice=lambda msg: click.echo(msg, err=True), keep_artifacts=json_path is not None)
+        with progress or contextlib.nullcontext():
+            report = grade(exercise=exercise, submission=file, track=track, sandbox=sandbox, seed=seed,
+                           limits={"call_timeout_s": timeout, "memory_mb": memory_mb},
+                           notice=lambda msg: click.echo(msg, err=True), keep_artifacts=json_path is not None,
+                           progress=progress)
     except GraderError as exc:
         _fail(exc)
     if json_path:

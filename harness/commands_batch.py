@@ -11,7 +11,7 @@ import click
 VERDICT_STYLE = {"passed": "green", "failed": "red", "error": "magenta", "infrastructure": "yellow"}
 
 
-@click.command("batch")
+@click.command("batch", short_help="Grade a folder of submissions; one report each.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", required=True, help="Exercise every submission is graded against.")
 @click.option("--track", type=click.Choice(["auto", "numpy", "torch"]), default="auto", show_default=True,
@@ -129,15 +129,15 @@ def _summary(result, out, junit_path, gradescope) -> None:
     if not console.is_terminal:  # CI logs, pipes: wide enough that rows do not fold
         console = Console(width=200)
     table = Table(title=f"grade batch: {len(result.items)} submissions", title_justify="left")
+    from harness.report_text import error_reason
+
     for col, kw in (("submission", {"overflow": "fold"}), ("verdict", {}), ("score", {"justify": "right"}),
-                    ("diagnosis", {"overflow": "fold"}), ("time", {"justify": "right", "no_wrap": True}),
+                    ("diagnosis / error", {"overflow": "fold"}), ("time", {"justify": "right", "no_wrap": True}),
                     ("note", {})):
         table.add_column(col, **kw)
     for it in result.items:
         rep = it.report or {}
-        err = rep.get("environment", {}).get("batch", {}).get("error")
-        diag = ", ".join(d["bug"] for d in rep.get("diagnosis", [])) or (
-            f"{err['kind']}: {err['message'][:60]}" if err else "")
+        diag = ", ".join(d["bug"] for d in rep.get("diagnosis", [])) or error_reason(rep)
         score = f"{rep.get('score', 0):g}/{rep.get('max_score', 0):g}" if rep else "-"
         style = VERDICT_STYLE.get(it.outcome, "")
         table.add_row(it.label, f"[{style}]{it.outcome}[/]" if style else it.outcome, score, diag,

@@ -26,7 +26,7 @@ def _style(line: str) -> str:
     return line
 
 
-@click.command("report")
+@click.command("report", short_help="Show a saved report in the terminal or as HTML.")
 @click.argument("report_path", metavar="REPORT.json", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--audience", type=click.Choice(["interviewer", "candidate"]), default="interviewer",
               show_default=True, help="candidate: hidden tests show no message, inputs or plots.")
@@ -60,8 +60,8 @@ def _console():
     return console if console.is_terminal else Console(width=200)
 
 
-@click.command("compare")
-@click.argument("reports", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.command("compare", short_help="Candidates side by side: verdict, points, bugs.")
+@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a sortable HTML table.")
 def compare_cmd(reports, html_path):
@@ -69,22 +69,26 @@ def compare_cmd(reports, html_path):
     time taken."""
     from rich.table import Table
 
-    from harness.compare import collect_reports, rows, write_html
+    from harness.compare import candidates, collect_reports, mixed_exercises, rows, write_html
     from harness.core.errors import GraderError
 
     try:
         found = collect_reports(reports)
     except GraderError as exc:
         _raise(exc)
+    warning = mixed_exercises(found)
+    if warning:
+        click.echo(f"grade: warning: {warning}", err=True)
     cats, table = rows(found)
-    t = Table(title=f"{len(table)} candidates", title_justify="left")
-    for col in ("candidate", "verdict", "score", *cats, "diagnosed bugs", "time"):
+    t = Table(title=candidates(len(table)), title_justify="left",
+              caption="score and category columns: points earned/available", caption_justify="left")
+    for col in ("candidate", "exercise", "verdict", "score", *cats, "diagnosed bugs / error", "time"):
         t.add_column(col, justify="right" if col in ("score", "time", *cats) else "left",
                      overflow="fold", no_wrap=col in ("score", "time", "verdict"))
     colour = {"passed": "green", "failed": "red", "error": "magenta"}
     for r in table:
-        cells = [r["candidate"], f"[{colour.get(r['verdict'], 'white')}]{r['verdict']}[/]",
-                 f"{r['score']:g}/{r['max_score']:g}"]
+        cells = [r["candidate"], f"{r['exercise']} ({r['track']})",
+                 f"[{colour.get(r['verdict'], 'white')}]{r['verdict']}[/]", f"{r['score']:g}/{r['max_score']:g}"]
         cells += ["-" if r["categories"][c] is None else
                   f"{r['categories'][c]['score']:g}/{r['categories'][c]['max_score']:g}" for c in cats]
         cells += [", ".join(r["bugs"]) or r["not_graded"], f"{r['time_s']:.2f} s"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.core.errors import UsageError
 from harness.core.report import CATEGORIES
-from harness.report_text import category_scores, load_report_file, not_graded, title_of
+from harness.report_text import category_scores, error_reason, load_report_file, title_of
 
 _SORT_JS = """
 document.querySelectorAll("table.cmp th").forEach(function (th, col) {
@@ -35,7 +35,7 @@ table.cmp{border-collapse:collapse} .cmp th,.cmp td{border-bottom:1px solid #e3e
 .cmp th{background:#f0f2f5;cursor:pointer;user-select:none;white-space:nowrap}
 .cmp th[aria-sort=ascending]::after{content:" \\25B2"} .cmp th[aria-sort=descending]::after{content:" \\25BC"}
 .v{font-weight:700} .v.passed{color:#1f9d55} .v.failed{color:#cc2f3c} .v.error{color:#8e44ad}
-.cmp td.num{text-align:right;white-space:nowrap} code{font-size:12px} h1{font-size:22px}
+.cmp td.num{text-align:right;white-space:nowrap} .warn{color:#8a5a00;font-weight:600} code{font-size:12px} h1{font-size:22px}
 """
 
 
@@ -63,14 +63,27 @@ def rows(reports: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
     out = []
     for path, d in reports:
         by_cat = {c["category"]: c for c in category_scores(d)}
-        err = not_graded(d)
         out.append({"candidate": title_of(d) or path.name, "report": str(path), "exercise": d["exercise"],
                     "track": d["track"], "verdict": d["verdict"], "score": d["score"], "max_score": d["max_score"],
                     "categories": {c: by_cat.get(c) for c in cats},
                     "bugs": [x["bug"] for x in d.get("diagnosis", [])],
-                    "not_graded": f"{err.get('kind')}: {err.get('message', '')}" if err else "",
+                    "not_graded": error_reason(d, limit=200),
                     "time_s": float(d.get("timings", {}).get("total_s", 0.0))})
     return cats, out
+
+
+def candidates(n: int) -> str:
+    return f"{n} candidate" + ("" if n == 1 else "s")
+
+
+def mixed_exercises(reports: list[tuple[Path, dict]]) -> str:
+    """A warning when the reports are not all for one exercise and track (their scores are not comparable),
+    else ''."""
+    kinds = sorted({f"{d['exercise']} ({d['track']})" for _, d in reports})
+    if len({d["exercise"] for _, d in reports}) > 1:
+        return (f"these reports are for different exercises ({', '.join(kinds)}): their scores and categories "
+                "are not comparable")
+    return ""
 
 
 def _pct(score, max_score) -> float:
@@ -82,8 +95,10 @@ def render_html(reports: list[tuple[Path, dict]]) -> str:
     e = lambda x: html.escape(str(x), quote=True)  # noqa: E731
     head = ["candidate", "exercise", "verdict", "score", *cats, "diagnosed bugs", "time"]
     out = ['<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Candidates compared</title>'
-           f"<style>{_CSS}</style></head><body><h1>Candidates compared ({len(table)})</h1>"
-           "<p>Click a column header to sort.</p><table class=\"cmp\" id=\"compare\"><thead><tr>",
+           f"<style>{_CSS}</style></head><body><h1>{e(candidates(len(table)))} compared</h1>"
+           + (f'<p class="warn" id="mixed">Warning: {e(mixed_exercises(reports))}.</p>' if mixed_exercises(reports)
+              else "")
+           + "<p>Click a column header to sort. Category columns are points earned / available.</p><table class=\"cmp\" id=\"compare\"><thead><tr>",
            "".join(f"<th>{e(h)}</th>" for h in head), "</tr></thead><tbody>"]
     rank = {"passed": 0, "failed": 1, "error": 2}
     for r in table:

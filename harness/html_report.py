@@ -46,7 +46,13 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:0 0 12px} h3{font-siz
 .bar>span{display:block;height:100%;background:#1f9d55}
 .bar.partial>span{background:#e0a526} .bar.zero>span{background:#cc2f3c}
 .diag{border-left:4px solid #cc2f3c;padding:6px 14px;margin:10px 0;background:#fdf4f4}
-.hint{font-weight:600;font-size:15px} .bug{font-family:ui-monospace,Menlo,Consolas,monospace;color:#8a1c26}
+.hint{font-weight:600;font-size:15px;margin:6px 0} .bug{font-family:ui-monospace,Menlo,Consolas,monospace;color:#8a1c26}
+.diag h3.bug-title{margin:4px 0 2px;font-size:16px} .diag p.summary{margin:2px 0 6px;font-size:15px}
+table.evidence{border-collapse:collapse;font-size:12px;margin:8px 0 4px}
+table.evidence caption{text-align:left;color:#5b6475;font-size:12px;padding-bottom:2px}
+table.evidence th,table.evidence td{padding:2px 10px 2px 0;text-align:left;vertical-align:top;font-weight:400}
+table.evidence th{color:#5b6475;white-space:nowrap}
+table.evidence code{background:#f2f4f7;padding:0 3px;border-radius:3px}
 table.tests{border-collapse:collapse;width:100%;font-size:13px}
 table.tests th,table.tests td{border-bottom:1px solid #e6e9ee;padding:6px 8px;text-align:left;vertical-align:top}
 table.tests th{background:#f0f2f5}
@@ -80,6 +86,14 @@ def _figure(w: float, h: float):
     from matplotlib.figure import Figure
 
     return Figure(figsize=(w, h))  # fixed layout: constrained/tight layout triple the rendering time
+
+
+def _index_ticks(ax) -> None:
+    """Token (query/key position) and feature axes count things: integer ticks only, never 0.5."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def error_heatmaps(item: dict) -> tuple[str, str]:
@@ -119,6 +133,10 @@ def error_heatmaps(item: dict) -> tuple[str, str]:
         caption += " Per head: the error of the context vectors before W_o, recovered through W_o⁻¹."
     for ax in axes:
         ax.tick_params(labelsize=7)
+        _index_ticks(ax)
+    if heads:
+        for ax in axes[1:]:
+            ax.set_yticks([])
     return _png(fig), caption
 
 
@@ -150,6 +168,7 @@ def attention_patterns(item: dict) -> tuple[str, str]:
         for ax in row:
             ax.set_xlabel("key", fontsize=8)
             ax.tick_params(labelsize=7)
+            _index_ticks(ax)
         row[0].set_ylabel("query", fontsize=8)
     fig.colorbar(im, ax=[ax for row in axes for ax in row], shrink=0.85, pad=0.02)
     caption = f"Attention weights for batch element {bi}: the reference per head"
@@ -215,6 +234,24 @@ def _diagnostics_html(diag: dict) -> str:
     return f'<div class="dl">{" · ".join(simple)}</div>' + "".join(pres)
 
 
+EVIDENCE_LABELS = {"explained_wrong_outputs": "wrong outputs explained", "outputs_checked": "outputs checked",
+                   "failing_tests_explained": "failing tests explained",
+                   "max_abs_deviation_from_mutant": "max |candidate − this mistake|"}
+
+
+def _evidence_table(evidence: dict) -> str:
+    """The diagnosis evidence as a two-column table (label, value); lists as comma-separated code."""
+    rows = []
+    for key, value in evidence.items():
+        label = EVIDENCE_LABELS.get(key, str(key).replace("_", " "))
+        if isinstance(value, (list, tuple)):
+            cell = ", ".join(f"<code>{e(fmt(v))}</code>" for v in value) or "–"
+        else:
+            cell = e(fmt(value))
+        rows.append(f"<tr><th>{e(label)}</th><td>{cell}</td></tr>")
+    return f'<table class="evidence"><caption>evidence</caption><tbody>{"".join(rows)}</tbody></table>'
+
+
 def render_html(report: dict, *, audience: str = "interviewer", report_path=None, source_path=None) -> str:
     d = for_audience(report, audience)
     env, timings, sub = d.get("environment", {}), d.get("timings", {}), d.get("submission", {})
@@ -251,10 +288,12 @@ def render_html(report: dict, *, audience: str = "interviewer", report_path=None
     out.append('<section id="diagnosis"><h2>Diagnosis</h2>')
     if d.get("diagnosis"):
         for diag in d["diagnosis"]:
-            out.append(f'<div class="diag"><div class="hint">Hint: {e(diag.get("hint", ""))}</div>'
-                       f'<p>{e(diag["summary"])} <span class="bug">({e(diag["bug"])})</span></p>')
+            out.append(f'<div class="diag"><h3 class="bug-title"><span class="bug">{e(diag["bug"])}</span></h3>'
+                       f'<p class="summary">{e(diag["summary"])}</p>')
+            if diag.get("hint"):
+                out.append(f'<div class="hint">Hint: {e(diag["hint"])}</div>')
             if diag.get("evidence"):
-                out.append(f'<div class="dl">{e(fmt(diag["evidence"]))}</div>')
+                out.append(_evidence_table(diag["evidence"]))
             out.append("</div>")
     elif verdict == "passed":
         out.append('<p class="note">Nothing to diagnose: every test passed.</p>')

@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
-from harness.core.report import CATEGORIES, Report
+from harness.core.report import Report
+from harness.report_text import category_scores, failure_groups
 
 MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT", "memory": "MEMORY",
         "output_limit": "OUTPUT", "skipped": "SKIP"}
+WIDTH = 100  # category summary lines wrap here
 
 
 def render_summary(report: Report, *, audience: str = "interviewer", max_failures: int = 12) -> list[str]:
-    """Plain lines (the CLI styles them): verdict, diagnosis, per-category counts, failing tests."""
+    """Plain lines (the CLI styles them): verdict, diagnosis, points per category, failing tests."""
     d = report.to_dict() if hasattr(report, "to_dict") else report
     return render_dict(d, audience=audience, max_failures=max_failures)
+
+
+def category_line(d: dict, *, width: int = WIDTH) -> list[str]:
+    """Points per category (they sum to the score), tests passed in brackets: ``numeric 2/17 pts [2/10 tests]``."""
+    parts = [f"{c['category']} {_num(c['score'])}/{_num(c['max_score'])} pts [{c['passed']}/{c['total']} tests]"
+             for c in category_scores(d)]
+    lines, cur = [], ""
+    for p in parts:
+        if cur and len(cur) + 3 + len(p) > width - 2:
+            lines.append("  " + cur)
+            cur = p
+        else:
+            cur = f"{cur}   {p}" if cur else p
+    if cur:
+        lines.append("  " + cur)
+    return lines
 
 
 def render_dict(d: dict, *, audience: str = "interviewer", max_failures: int = 12) -> list[str]:
@@ -22,22 +40,29 @@ def render_dict(d: dict, *, audience: str = "interviewer", max_failures: int = 1
         lines.append(f"  diagnosis: {diag['bug']}: {diag['summary']}")
         if diag.get("hint"):
             lines.append(f"    hint: {diag['hint']}")
-    cats: dict = {}
-    for t in d["tests"]:
-        c = cats.setdefault(t["category"], [0, 0])
-        c[0] += t["status"] == "passed"
-        c[1] += 1
-    order = [c for c in CATEGORIES if c in cats]
-    lines.append("  " + "   ".join(f"{c} {cats[c][0]}/{cats[c][1]}" for c in order))
-    failing = [t for t in d["tests"] if t["status"] not in ("passed", "skipped")]
-    for t in failing[:max_failures]:
-        hidden = audience == "candidate" and t.get("visibility") == "hidden"
+    lines += category_line(d)
+    shown = 0
+    groups = failure_groups(d["tests"])
+    n_tests = len(d["tests"])
+    for group in groups:
+        if shown >= max_failures:
+            break
+        t = group[0]
+        hidden = audience == "candidate" and all(g.get("visibility") == "hidden" for g in group)
         message = "(hidden test)" if hidden else t.get("message", "")
-        lines.append(f"  {MARK.get(t['status'], t['status'].upper()):7} {t['category']:9} {t['id']}: {message}")
-    if len(failing) > max_failures:
-        lines.append(f"  ... and {len(failing) - max_failures} more failing tests (see the JSON report)")
+        mark = MARK.get(t["status"], t["status"].upper())
+        if len(group) == 1:
+            lines.append(f"  {mark:7} {t['category']:9} {t['id']}: {message}")
+        else:  # one line for tests that failed the same way (an import error, a dead worker)
+            who = f"all {n_tests} tests" if len(group) == n_tests else \
+                f"{len(group)} tests ({t['id']} and {len(group) - 1} more)"
+            lines.append(f"  {mark:7} {who}: {message}")
+        shown += 1
+    rest = sum(len(g) for g in groups[shown:])
+    if rest:
+        lines.append(f"  ... and {rest} more failing tests (see the JSON report)")
     return lines
 
 
 def _num(x: float) -> str:
-    return f"{x:g}"
+    return f"{round(x, 4):g}"

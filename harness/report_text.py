@@ -71,6 +71,37 @@ def category_scores(report: dict) -> list[dict]:
     return [cats[c] for c in CATEGORIES if c in cats] + [v for k, v in cats.items() if k not in CATEGORIES]
 
 
+def failure_groups(tests: list[dict]) -> list[list[dict]]:
+    """Failing tests (not passed, not skipped) grouped by identical status, message and diagnostics, in order
+    of first appearance: an import error or a worker that stopped answering fails every test the same way,
+    and is shown once."""
+    groups: dict[str, list[dict]] = {}
+    for t in tests:
+        if t["status"] in ("passed", "skipped"):
+            continue
+        key = json.dumps([t["status"], t.get("message", ""), t.get("diagnostics", {})], sort_keys=True,
+                         default=str)
+        groups.setdefault(key, []).append(t)
+    return list(groups.values())
+
+
+def error_reason(report: dict, limit: int = 100) -> str:
+    """Why a report's verdict is ``error``, in one short line: the batch's own error (``usage: ...``,
+    ``infrastructure: ...``), else the failure most tests share (an import error, a dead worker). Empty for
+    other verdicts."""
+    err = not_graded(report)
+    if err:
+        text = f"{err.get('kind')}: {err.get('message', '')}"
+    elif report.get("verdict") == "error":
+        groups = failure_groups(report.get("tests", []))
+        biggest = max(groups, key=len) if groups else None
+        text = biggest[0].get("message", "") if biggest else "no test ran"
+    else:
+        return ""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def title_of(report: dict) -> str:
     return report.get("submission", {}).get("path") or report.get("submission", {}).get("sha256", "")[:12]
 
@@ -122,9 +153,16 @@ def render_text(report: dict, *, audience: str = "interviewer", width: int = 24)
     if failing:
         lines.append("")
         lines.append(f"failing tests ({len(failing)}):")
-        for t in failing:
-            lines.append(f"  {MARK.get(t['status'], t['status'].upper()):7} {t['category']:9} {t['id']}  "
-                         f"({t['points']:g}/{t['max_points']:g})")
+        for group in failure_groups(failing):
+            t = group[0]
+            mark = MARK.get(t["status"], t["status"].upper())
+            if len(group) == 1:
+                lines.append(f"  {mark:7} {t['category']:9} {t['id']}  ({t['points']:g}/{t['max_points']:g})")
+            else:  # the same failure in many tests (an import error, a dead worker): its details once
+                lost = sum(x["max_points"] - x["points"] for x in group)
+                every = "all of them" if len(group) == len(d.get("tests", [])) else ""
+                lines.append(f"  {mark:7} {len(group)} tests{' (' + every + ')' if every else ''}, "
+                             f"{lost:g} points lost: {_ids(group)}")
             if t.get("message"):
                 lines.append(f"          {t['message']}")
             for key, value in t.get("diagnostics", {}).items():
@@ -137,3 +175,8 @@ def render_text(report: dict, *, audience: str = "interviewer", width: int = 24)
         lines.append("")
         lines.append("every test passed" if d["verdict"] == "passed" else "no failing tests")
     return lines
+
+
+def _ids(group: list[dict], shown: int = 4) -> str:
+    ids = ", ".join(t["id"] for t in group[:shown])
+    return ids + (f" and {len(group) - shown} more" if len(group) > shown else "")

@@ -310,3 +310,15 @@ def test_sigterm_stops_cleanly_with_exit_130_and_no_survivors(tmp_path):
         time.sleep(0.1)
     assert not any(_alive(p) for p in tree)
     assert reports(tmp_path / "out") == {}  # nothing finished, nothing half-written
+
+
+def test_summary_says_why_a_row_errored(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "crash.py").write_text(CRASH)
+    (subs / "binary.py").write_bytes(b"def mha():\x00\x01 return 1\n")
+    r = batch(tmp_path, "subs", "--exercise", "mha", "--sandbox", "local", "--out", "out")
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = {name: next(ln for ln in r.stdout.splitlines() if f"subs/{name}.py" in ln) for name in ("crash", "binary")}
+    assert "error" in rows["crash"] and "No module named 'no_such_module_anywhere'" in rows["crash"]
+    assert "usage:" in rows["binary"] and "binary" in rows["binary"].split("usage:", 1)[1]

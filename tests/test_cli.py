@@ -120,3 +120,167 @@ def test_every_command_has_help_text(run):
 def test_console_script_works(grade_cli):
     result = grade_cli("list")
     assert result.returncode == 0 and "mha" in result.stdout
+
+
+# -- first-hour frictions (issue 9) -------------------------------------------------------------------------
+@pytest.fixture
+def docker_probe(monkeypatch):
+    """Make the Docker availability probe answer with the given checks (and forget its cached answer)."""
+    from harness.sandbox import docker as docker_backend
+
+    def use(checks):
+        monkeypatch.setattr(docker_backend, "probe", lambda image=None, **kw: checks)
+        docker_backend._available_cache.clear()
+
+    yield use
+    docker_backend._available_cache.clear()
+
+
+@pytest.mark.parametrize("checks,why,fix", [
+    ([("engine", False, "no Docker engine socket at /var/run/docker.sock", "start it")],
+     "no Docker engine socket at /var/run/docker.sock", "grade sandbox doctor"),
+    ([("engine", True, "ok", ""), ("image", False, "sandbox image attn-grader-sandbox:9 is missing", "build")],
+     "sandbox image attn-grader-sandbox:9 is missing", "grade sandbox build"),
+    ([("engine", True, "ok", ""), ("image", True, "ok", ""),
+      ("image current", False, "sandbox image attn-grader-sandbox:9 is stale: grader.version='0.0.1'", "rebuild")],
+     "is stale", "grade sandbox build"),
+])
+def test_auto_sandbox_fallback_says_why_and_how_to_fix(run, docker_probe, checks, why, fix):
+    docker_probe(checks)
+    result = run("mha", REF_NUMPY, "--sandbox", "auto", "-q")
+    assert result.exit_code == 0, result.output
+    notes = [ln for ln in result.stderr.splitlines() if ln.startswith("note:")]
+    assert len(notes) == 1, result.stderr
+    assert "local process" in notes[0] and "not an isolation boundary" in notes[0]
+    assert why in notes[0] and f"`{fix}`" in notes[0]
+    assert run("mha", REF_NUMPY, "--sandbox", "local", "-q").stderr == ""  # an explicit choice: no note
+
+
+def _points(text: str) -> list[tuple[str, float, float]]:
+    import re
+
+    return [(m[0], float(m[1]), float(m[2])) for m in re.findall(r"(\w+) ([\d.]+)/([\d.]+) pts \[\d+/\d+ tests\]", text)]
+
+
+def test_summary_shows_points_per_category_summing_to_the_score(run, tmp_path):
+    result = run("mha", EXAMPLE, "--sandbox", "local", "--json", tmp_path / "r.json")
+    assert result.exit_code == 1
+    data = json.loads((tmp_path / "r.json").read_text())
+    cats = _points(result.output)
+    assert [c[0] for c in cats] == ["shape", "numeric", "edge"]
+    assert sum(c[1] for c in cats) == pytest.approx(data["score"]) == 14
+    assert sum(c[2] for c in cats) == pytest.approx(data["max_score"]) == 31
+    numeric = [t for t in data["tests"] if t["category"] == "numeric"]
+    passed = sum(t["status"] == "passed" for t in numeric)
+    assert f"numeric 2/17 pts [{passed}/{len(numeric)} tests]" in result.output
+
+
+def test_an_import_error_is_reported_once(run, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import numpy as np\nraise RuntimeError('boom at import')\n")
+    result = run("mha", bad, "--sandbox", "local", "--json", tmp_path / "r.json")
+    assert result.exit_code == 1
+    assert result.output.count("boom at import") == 1, result.output
+    n = len(json.loads((tmp_path / "r.json").read_text())["tests"])
+    assert f"ERROR   all {n} tests: your code raised RuntimeError: boom at import (while importing your file)" \
+        in result.output
+    assert "... and" not in result.output
+    shown = run("report", tmp_path / "r.json")
+    assert shown.exit_code == 0
+    assert shown.output.count("boom at import") == 2  # the message and the traceback's source line, once each
+    assert f"ERROR   {n} tests (all of them), 31 points lost" in shown.output
+
+
+HANG = "import numpy as np\nimport time\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n    time.sleep(3600)\n"
+
+
+def test_a_hang_shows_which_test_is_running_and_for_how_long(run, tmp_path, monkeypatch):
+    """Off a terminal (CI logs): a plain line per interval while a test runs long, none for quick tests."""
+    monkeypatch.setenv("GRADER_PROGRESS_INTERVAL_S", "0.5")
+    hang = tmp_path / "hang.py"
+    hang.write_text(HANG)
+    result = run("mha", hang, "--sandbox", "local", "--timeout", "1.5")
+    assert result.exit_code == 1
+    lines = [ln for ln in result.stderr.splitlines() if "still running" in ln]
+    assert lines, result.stderr
+    assert lines[0].startswith(f"grading {hang}: test 1/23 test_output_shape[b1-s1-d8-h2] still running after")
+    assert len(lines) <= 4 * 3 + 2  # sparse: a few per hanging test, not a stream
+    assert "\r" not in result.stderr
+    quiet = run("mha", hang, "--sandbox", "local", "--timeout", "1.5", "-q")
+    assert quiet.exit_code == 1 and "still running" not in quiet.stderr
+
+
+def test_a_quick_run_adds_no_progress_lines(run):
+    result = run("mha", REF_NUMPY, "--sandbox", "local")
+    assert result.exit_code == 0 and "grading" not in result.stderr and "still running" not in result.stderr
+
+
+def test_live_status_line_on_a_terminal_is_rewritten_and_erased():
+    import io
+
+    from harness.progress import RunProgress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    out = Tty()
+    p = RunProgress(out, label="grading x.py")
+    assert p.live
+    p(3, 23, "test_causal_mask")
+    p.render()
+    p.close()
+    text = out.getvalue()
+    assert text.startswith("\rgrading x.py: test 3/23 test_causal_mask (0 s;") and "\n" not in text
+    assert text.endswith("\r") and text.rstrip("\r").endswith(" ")  # erased at the end
+
+
+@pytest.fixture
+def two_exercises(run, tmp_path):
+    assert run("mha", EXAMPLE, "--sandbox", "local", "--json", tmp_path / "mha.json", "-q").exit_code == 1
+    assert run("gqa", ROOT / "reference" / "gqa_numpy.py", "--sandbox", "local", "--json", tmp_path / "gqa.json",
+               "-q").exit_code == 0
+    return tmp_path
+
+
+def test_compare_has_an_exercise_column_and_warns_when_exercises_are_mixed(run, two_exercises):
+    one = run("compare", two_exercises / "mha.json")
+    assert one.exit_code == 0 and one.stderr == ""
+    assert one.stdout.splitlines()[0].strip() == "1 candidate"
+    assert "exercise" in one.output and "mha (numpy)" in one.output
+    both = run("compare", two_exercises / "mha.json", two_exercises / "gqa.json", "--html", two_exercises / "c.html")
+    assert both.exit_code == 0
+    assert both.stdout.splitlines()[0].strip() == "2 candidates"
+    assert both.stderr.startswith("grade: warning: these reports are for different exercises (gqa (numpy), "
+                                  "mha (numpy))")
+    page = (two_exercises / "c.html").read_text()
+    assert "<h1>2 candidates compared</h1>" in page and 'id="mixed"' in page
+
+
+def test_compare_missing_file_is_a_one_line_error(run, two_exercises):
+    result = run("compare", two_exercises / "mha.json", two_exercises / "nope.json")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("grade: error: report ") and "does not exist" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_run_help_shows_examples_and_exit_codes(run):
+    text = run("run", "--help").output
+    assert "Examples:" in text and "grade mha my_mha.py --json r.json" in text
+    codes = text[text.index("Exit codes:"):]
+    for code in ("0  every test passed", "1  graded and something failed", "2  bad usage",
+                 "3  infrastructure fault"):
+        assert code in codes
+    assert max(len(ln) for ln in text.splitlines()) <= 80
+
+
+def test_top_level_help_does_not_cut_command_descriptions(run):
+    text = run("--help").output
+    listed = text[text.index("Commands:"):].splitlines()[1:]
+    assert len(listed) == len(main.commands)
+    for line in listed:
+        assert not line.rstrip().endswith("..."), line
+        name = line.split()[0]
+        assert main.commands[name].short_help in line  # whole, on one line
+    sub = run("sandbox", "--help").output
+    assert "..." not in sub[sub.index("Commands:"):]

@@ -172,7 +172,9 @@ def test_html_page_renders_in_headless_chromium_with_plots(graded, tmp_path):
     for piece in ('id="categories"', 'id="diagnosis"', 'id="plots"', 'id="tests"', 'id="source"',
                   "Hint: divide Q·Kᵀ by sqrt(d_k)", "scale_sqrt_d", 'class="src"', "test_matches_reference_float64"):
         assert piece in text, piece
-    assert text.index("Hint:") < text.index("your output matches the reference")   # hint first
+    # the diagnosis card leads with the bug id and its summary, then the hint
+    assert text.index('class="bug">scale_sqrt_d') < text.index("your output matches the reference") < \
+        text.index("Hint:")
     assert text.count("<tr><td><span class=\"st") == len(json.loads(found["bob"].read_text())["tests"])  # all tests
     # the plots: PNGs that decode to real, non-blank pictures
     parser = _Imgs()
@@ -322,3 +324,116 @@ def test_sidecar_round_trip_and_hash_check(tmp_path):
         assert all(z[k].dtype != object for k in z.files)
     (tmp_path / "r.npz").write_bytes(b"tampered")
     assert arts.load(report, tmp_path / "r.json") == []
+
+
+# -- the diagnosis card, plot ticks, test descriptions (issue 9) ---------------------------------------------
+class _Cards(html.parser.HTMLParser):
+    """The diagnosis cards: for each, its direct children in order as [tag, class, text], and its evidence table
+    rows as lists of cell texts."""
+
+    VOID = {"br", "img", "hr", "meta", "input", "wbr"}
+
+    def __init__(self):
+        super().__init__()
+        self.cards, self.depth, self.child, self.cell = [], 0, None, None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if not self.depth:
+            if tag == "div" and a.get("class") == "diag":
+                self.cards.append({"children": [], "evidence": []})
+                self.depth = 1
+            return
+        if tag in self.VOID:
+            return
+        if self.depth == 1:
+            self.child = [tag, a.get("class", ""), ""]
+            self.cards[-1]["children"].append(self.child)
+        if tag == "tr":
+            self.cards[-1]["evidence"].append([])
+        elif tag in ("th", "td"):
+            self.cell = ""
+        self.depth += 1
+
+    def handle_data(self, data):
+        if self.depth > 1 and self.child is not None:
+            self.child[2] += data
+        if self.cell is not None:
+            self.cell += data
+
+    def handle_endtag(self, tag):
+        if not self.depth or tag in self.VOID:
+            return
+        self.depth -= 1
+        if tag in ("th", "td") and self.cell is not None:
+            self.cards[-1]["evidence"][-1].append(self.cell.strip())
+            self.cell = None
+        if self.depth == 1:
+            self.child = None
+
+
+def test_diagnosis_card_leads_with_bug_and_summary_then_hint_and_an_evidence_table(graded):
+    from harness.html_report import render_html
+
+    work, found = graded
+    data = json.loads(found["bob"].read_text())
+    page = render_html(data, report_path=found["bob"])
+    parser = _Cards()
+    parser.feed(page)
+    assert len(parser.cards) == len(data["diagnosis"]) == 1
+    card, diag = parser.cards[0], data["diagnosis"][0]
+    kinds = [(tag, cls) for tag, cls, _ in card["children"]]
+    assert kinds == [("h3", "bug-title"), ("p", "summary"), ("div", "hint"), ("table", "evidence")], kinds
+    assert card["children"][0][2].strip() == diag["bug"] == "scale_sqrt_d"
+    assert card["children"][1][2].strip() == diag["summary"]
+    assert card["children"][2][2].strip() == f"Hint: {diag['hint']}"
+    rows = dict(card["evidence"])
+    assert len(rows) == len(diag["evidence"])
+    assert rows["outputs checked"] == str(diag["evidence"]["outputs_checked"])
+    assert "test_matches_reference_float64" in rows["failing tests explained"]
+    assert "{" not in card["children"][3][2]  # a table, not a printed dict
+
+
+def test_plot_token_axes_have_integer_ticks(monkeypatch):
+    from graders.common import oracle
+    from harness import html_report
+
+    figures = []
+    monkeypatch.setattr(html_report, "_png", lambda fig: (figures.append(fig), "data:image/png;base64,")[1])
+    rng = np.random.default_rng(0)
+    case = random_case(rng, b=1, s=3, d=8, h=2)   # 3 tokens: matplotlib's default ticks would be -0.5, 0, 0.5...
+    a = _arrays(case)
+    a["out"] = oracle.forward(case.x, case.wq, case.wk, case.wv, case.wo, 2, bugs={"scale_sqrt_d"})
+    a["ref"] = oracle.forward(case.x, case.wq, case.wk, case.wv, case.wo, 2)
+    item = {"test_id": "t", "h": 2, "g": None, "dtype": "float64", "arrays": a}
+    html_report.error_heatmaps(item)
+    html_report.attention_patterns(item)
+    labelled = 0
+    for fig in figures:
+        for ax in fig.axes:
+            for label, ticks, lim in ((ax.get_xlabel(), ax.get_xticks(), ax.get_xlim()),
+                                      (ax.get_ylabel(), ax.get_yticks(), ax.get_ylim())):
+                if not label:
+                    continue  # colour bars measure values, not tokens
+                labelled += 1
+                lo, hi = sorted(lim)
+                shown = [t for t in ticks if lo <= t <= hi]
+                assert shown and all(float(t).is_integer() for t in shown), (label, shown)
+    assert labelled >= 6
+
+
+OTHER_EXERCISES = {"mha": ("GQA", "g=", "group", "cross"), "masked_mha": ("GQA", "g=", "group", "cross"),
+                   "cross_attention": ("GQA", "g=", "group"), "gqa": ("cross",)}
+
+
+@pytest.mark.parametrize("exercise,track", [("mha", "numpy"), ("mha", "torch"), ("masked_mha", "numpy"),
+                                            ("cross_attention", "numpy"), ("gqa", "numpy")])
+def test_test_descriptions_name_only_this_exercise(exercise, track):
+    from harness.grading.engine import grade
+
+    report = grade(exercise=exercise, submission=ROOT / "reference" / f"{exercise}_{track}.py", track=track,
+                   sandbox="local")
+    assert report.verdict == "passed"
+    for t in report.tests:
+        for word in OTHER_EXERCISES[exercise]:
+            assert word.lower() not in t.description.lower(), (t.id, t.description)

@@ -59,7 +59,9 @@ def test_matches_reference_single_token(candidate, problem, track, rng, record):
 
 @grade("numeric", points=2)
 def test_causal_mask(candidate, problem, track, rng, record):
-    """A (s_q, s_k) causal mask: True above the diagonal may not be attended (h=4: GQA runs with g=2)."""
+    """A (s_q, s_k) causal mask: True above the diagonal may not be attended (h=4 heads).
+
+    Runs for every exercise (GQA with g=2 key/value groups); only the first line is shown in reports."""
     case = problem.make(track, rng, b=2, s=6, d=8, h=4)
     s_k = case.x.shape[1] if case.y is None else case.y.shape[1]
     check_forward(candidate, case.replace(mask=np.triu(np.ones((6, s_k), dtype=bool), k=1)), record)
@@ -180,7 +182,9 @@ def test_without_bias(candidate, problem, track, rng, record):
 @torch_only
 @grade("gradient", points=3)
 def test_gradients(candidate, problem, track, rng, record):
-    """Input and parameter gradients match float64 autograd of the reference (h=4: GQA runs with g=2)."""
+    """Input and parameter gradients match float64 autograd of the reference (h=4 heads).
+
+    Runs for every exercise (GQA with g=2 key/value groups); only the first line is shown in reports."""
     check_gradients(candidate, problem.make(track, rng, b=2, s=5, d=8, h=4), rng, record)
 
 
@@ -212,7 +216,9 @@ def test_parameter_layout(candidate, problem, track, rng, record):
 @grade("structure", points=1)
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
 def test_parameter_count(candidate, problem, track, rng, record, bias):
-    """Exactly the expected number of parameters (e.g. 4d²+4d with bias for MHA)."""
+    """Exactly the number of parameters this exercise's layout needs, with and without bias.
+
+    E.g. 4d² + 4d with bias for MHA; the count expected is in the test's diagnostics."""
     case = problem.make(track, rng, d=8, h=2, bias=bias)
     record.note(expected=expected_param_count(case.d, case.h, case.g, bias))
     check_param_count(candidate, case)

@@ -27,9 +27,13 @@ if TYPE_CHECKING:  # imported at run time only where used: the worker starts bef
 
 def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", sandbox: str = "auto",
           seed: int = 0, limits: Limits | dict | None = None, notice: Callable[[str], None] | None = None,
-          diagnose: bool = True, keep_artifacts: bool = False) -> Report:
+          diagnose: bool = True, keep_artifacts: bool = False,
+          progress: Callable[[int, int, str | None], None] | None = None) -> Report:
     """``keep_artifacts``: also keep, as ``report.artifacts`` (not part of the JSON), the arrays of a few failing
     forward tests (case, candidate output, reference; size-capped) for the HTML report's plots.
+
+    ``progress``: called as ``progress(index, total, test_id)`` when each test starts, then ``(total, total, None)``
+    when the suite is over (see harness/progress.py).
 
     Runs under the host's own warning filters, whatever the environment sets (PYTHONWARNINGS=error, -W ...): a
     warning raised while grading is recorded in ``environment.host_warnings``, never an exception. Any exception
@@ -39,7 +43,8 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
         warnings.simplefilter("default")
         try:
             report = _grade(exercise=exercise, submission=submission, track=track, sandbox=sandbox, seed=seed,
-                            limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts)
+                            limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts,
+                            progress=progress)
         except GraderError:
             raise
         except Exception as exc:
@@ -53,7 +58,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
 
 def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox: str, seed: int,
            limits: Limits | dict | None, notice: Callable[[str], None] | None, diagnose: bool,
-           keep_artifacts: bool) -> Report:
+           keep_artifacts: bool, progress: Callable[[int, int, str | None], None] | None) -> Report:
     t0 = time.monotonic()
     ex = get_exercise(exercise)
     sub = load_submission(submission)
@@ -73,7 +78,7 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
     session.start()  # the worker's imports (torch!) overlap everything below
     try:
         t_started = time.monotonic()
-        results, observations, plugin = _run_suite(ex, track, session, seed)
+        results, observations, plugin = _run_suite(ex, track, session, seed, progress)
         t_suite = time.monotonic()
         diagnosis = []
         failing = [r for r in results if r.status != "passed"]
@@ -181,8 +186,9 @@ def _banned_api_result(track: str, text: str, tripwires: set[str], anything_pass
                       description="does not call F.scaled_dot_product_attention / nn.MultiheadAttention")
 
 
-def _run_suite(ex: Exercise, track: str, session: WorkerSession,
-               seed: int) -> tuple[list[TestResult], list, GraderPlugin]:
+def _run_suite(ex: Exercise, track: str, session: WorkerSession, seed: int,
+               progress: Callable[[int, int, str | None], None] | None = None
+               ) -> tuple[list[TestResult], list, GraderPlugin]:
     import pytest
 
     from harness.session.candidate import Candidate
@@ -203,7 +209,7 @@ def _run_suite(ex: Exercise, track: str, session: WorkerSession,
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         with contextlib.redirect_stdout(sys.stderr if os.environ.get("GRADER_DEBUG") else _Null()):
-            code = pytest.main(args, plugins=[plugin])
+            code = pytest.main(args, plugins=[plugin, *_progress_plugin(progress)])
     finally:
         for k, v in saved.items():
             if v is not None:
@@ -219,6 +225,14 @@ def _run_suite(ex: Exercise, track: str, session: WorkerSession,
         raise InfrastructureError(f"the hidden suite for {ex.name!r} failed on the grader's side (no test is charged "
                                   f"to the submission): {plugin.infra_faults[0]}", faults=plugin.infra_faults)
     return plugin.ordered_results(), plugin.observations, plugin
+
+
+def _progress_plugin(progress) -> list:
+    if progress is None:
+        return []
+    from harness.progress import SuiteProgress
+
+    return [SuiteProgress(progress)]
 
 
 class _Null:

@@ -25,12 +25,22 @@ def get_sandbox(name: str, *, notice=None) -> Sandbox:
             box = DockerSandbox()
             box.check()  # raises SandboxUnavailable with a fix hint
             return box
-        if DockerSandbox is not None and DockerSandbox.available():
+        reason = ("engine", "the docker sandbox backend is not available", "") if DockerSandbox is None \
+            else DockerSandbox.unavailable_reason()
+        if reason is None:
             return DockerSandbox()
         if notice:
-            notice("note: Docker sandbox unavailable, grading in a local process (not an isolation boundary)")
+            notice(fallback_note(*reason))
         return LocalSandbox()
     raise UsageError(f"unknown sandbox {name!r}; choose auto, local or docker")
+
+
+def fallback_note(check: str, detail: str, hint: str = "") -> str:
+    """The one-line notice of ``--sandbox auto`` falling back to a local process: why Docker is not used (the
+    first failing check of `grade sandbox doctor`) and the command that fixes it."""
+    fix = "`grade sandbox build`" if check in ("image", "image current") else "see `grade sandbox doctor`"
+    return (f"note: grading in a local process (not an isolation boundary): Docker is not used because "
+            f"{detail.rstrip('.')}; fix: {fix} (or pass --sandbox local to hide this note)")
 
 
 __all__ = ["Limits", "Sandbox", "WorkerHandle", "get_sandbox"]

@@ -160,7 +160,7 @@ def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S) -> list
     return out
 
 
-_available_cache: dict[tuple, tuple[float, bool]] = {}
+_available_cache: dict[tuple, tuple[float, tuple[str, str, str] | None]] = {}
 _sweep_lock = threading.Lock()
 _swept = False
 
@@ -266,15 +266,21 @@ class DockerSandbox(Sandbox):
     @classmethod
     def available(cls, image: str | None = None) -> bool:
         """True when the engine answers and the sandbox image is present and current. Fast and cached."""
+        return cls.unavailable_reason(image) is None
+
+    @classmethod
+    def unavailable_reason(cls, image: str | None = None) -> tuple[str, str, str] | None:
+        """Why docker grading cannot run, as the first failing check's ``(name, detail, hint)`` (name: engine,
+        image or image current), or None when it can. Fast and cached like :meth:`available`."""
         image = image or default_image()
         key = (os.environ.get("DOCKER_HOST", ""), image)
         now = time.monotonic()
         hit = _available_cache.get(key)
         if hit and now - hit[0] < AVAILABLE_TTL_S:
             return hit[1]
-        ok = all(check[1] for check in probe(image))
-        _available_cache[key] = (now, ok)
-        return ok
+        reason = next(((name, detail, hint) for name, ok, detail, hint in probe(image) if not ok), None)
+        _available_cache[key] = (now, reason)
+        return reason
 
     def check(self) -> None:
         """Raise :class:`SandboxUnavailable` with a fix hint unless docker grading can run."""
