@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+# The exit codes of every command (`grade run`, `grade batch`, `grade submit`...), defined here once.
+EXIT_PASSED = 0    # graded, every test passed
+EXIT_FAILED = 1    # graded, something failed (a crash, hang or import error of the submission included)
+EXIT_USAGE = 2     # bad usage or unusable input
+EXIT_INFRA = 3     # the grader's own machinery failed: retry, never the candidate's verdict
+EXIT_INTERRUPTED = 130
+
 
 class GraderError(Exception):
     """Base of every error the harness raises on purpose."""
 
-    exit_code = 3
+    exit_code = EXIT_INFRA
 
     def __init__(self, message: str, **context):
         super().__init__(message)
@@ -20,7 +27,7 @@ class GraderError(Exception):
 class UsageError(GraderError):
     """Bad command line or unusable input (missing file, binary file, unknown exercise...)."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class SubmissionError(UsageError):
@@ -34,7 +41,7 @@ class UnknownExercise(UsageError):
 class InfrastructureError(GraderError):
     """The grader's own machinery failed (sandbox could not start, image missing...)."""
 
-    exit_code = 3
+    exit_code = EXIT_INFRA
 
 
 class SandboxUnavailable(InfrastructureError):

@@ -33,7 +33,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
     forward tests (case, candidate output, reference; size-capped) for the HTML report's plots.
 
     ``progress``: called as ``progress(index, total, test_id)`` when each test starts, then ``(total, total, None)``
-    when the suite is over (see harness/progress.py).
+    when the suite is over (see harness/grading/progress.py).
 
     Runs under the host's own warning filters, whatever the environment sets (PYTHONWARNINGS=error, -W ...): a
     warning raised while grading is recorded in ``environment.host_warnings``, never an exception. Any exception
@@ -109,13 +109,12 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
     if plugin.collection_errors:
         env["collection_errors"] = plugin.collection_errors[:3]
     report = Report(exercise=ex.name, track=track, verdict=verdict,
-                    score=round(sum(r.points for r in results), 4), max_score=round(sum(r.max_points for r in results), 4),
+                    score=round(sum(r.points for r in results), 4),
+                    max_score=round(sum(r.max_points for r in results), 4),
                     tests=results, diagnosis=[d if isinstance(d, Diagnosis) else Diagnosis(**d) for d in diagnosis],
                     environment=env, submission=sub.to_dict(),
                     timings={"total_s": round(t_end - t0, 3), "suite_s": round(t_suite - t_started, 3),
-                             "diagnosis_s": round(t_end - t_suite, 3)})
-    if keep_artifacts:
-        report.artifacts = artifacts
+                             "diagnosis_s": round(t_end - t_suite, 3)}, artifacts=artifacts)
     return report
 
 
@@ -230,7 +229,7 @@ def _run_suite(ex: Exercise, track: str, session: WorkerSession, seed: int,
 def _progress_plugin(progress) -> list:
     if progress is None:
         return []
-    from harness.progress import SuiteProgress
+    from harness.grading.progress import SuiteProgress
 
     return [SuiteProgress(progress)]
 

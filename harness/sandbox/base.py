@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import signal
 import subprocess
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -11,7 +10,6 @@ from typing import NamedTuple
 
 WORKER_DIR = Path(__file__).resolve().parent.parent / "worker"  # holds worker.py and wire.py
 WORKER_FILES = ("worker.py", "wire.py")
-PR_SET_PDEATHSIG = 1  # prctl(2) option: the signal this process gets when its parent dies
 
 
 class DoctorCheck(NamedTuple):
@@ -46,17 +44,6 @@ class Limits:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-def die_with_parent() -> None:
-    """In a child between fork and exec: ask the kernel for SIGKILL when the grader dies (Linux), so a grader
-    killed with SIGKILL does not leave its worker (or `docker run` client) behind. Best effort elsewhere."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
 
 
 class WorkerHandle(ABC):

@@ -23,8 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from harness.sandbox.base import (WORKER_DIR, WORKER_FILES, DoctorCheck, Limits, Sandbox, WorkerHandle,
-                                  die_with_parent)
+from harness.core.process import die_with_parent
+from harness.sandbox.base import WORKER_DIR, WORKER_FILES, DoctorCheck, Limits, Sandbox, WorkerHandle
 
 LABEL = "grader.container"
 LABEL_STARTED = "grader.started"

@@ -1,15 +1,8 @@
-"""Build and check the Docker sandbox image (`grade sandbox build` / `grade sandbox doctor`).
-
-Also runnable before the CLI is wired::
-
-    python -m harness.sandbox.image build [--base-image IMAGE] [--wheels DIR] [--tag TAG]
-    python -m harness.sandbox.image doctor [--image IMAGE]
-    python -m harness.sandbox.image status [--image IMAGE]     # exit 0 iff the image is present and current
-"""
+"""Build and check the Docker sandbox image (`grade sandbox build|doctor|status`; also `python -m harness
+sandbox ...` where the console script is not on PATH)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -216,41 +209,3 @@ def leftover_containers() -> list[str]:
                 for c in client.containers(all=True, filters={"label": LABEL})]
     finally:
         client.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.sandbox.image")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="build the sandbox image")
-    b.add_argument("--base-image")
-    b.add_argument("--wheels")
-    b.add_argument("--tag")
-    d = sub.add_parser("doctor", help="check that docker grading can run")
-    d.add_argument("--image")
-    s = sub.add_parser("status", help="exit 0 iff the engine is up and the image present and current")
-    s.add_argument("--image")
-    opts = parser.parse_args(argv)
-    from harness.core.errors import GraderError
-
-    try:
-        if opts.cmd == "build":
-            tag = build_image(base_image=opts.base_image, wheels=opts.wheels, tag=opts.tag,
-                              progress=lambda line: print(line, flush=True))
-            print(tag)
-            return 0
-        if opts.cmd == "status":
-            return 0 if all(c[1] for c in probe(opts.image, timeout=3.0)) else 1
-        checks = doctor(image=opts.image)
-        for c in checks:
-            print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}" + (f"\n     fix: {c.hint}" if c.hint and not c.ok else ""))
-        return 0 if all(c.ok for c in checks) else 1
-    except GraderError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        hint = getattr(exc, "hint", "")
-        if hint:
-            print(f"hint: {hint}", file=sys.stderr)
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

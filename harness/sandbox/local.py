@@ -24,7 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.sandbox.base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle, die_with_parent
+from harness.core.process import die_with_parent
+from harness.sandbox.base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
 
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LD_LIBRARY_PATH")
 GRADER_PACKAGES = ("harness", "graders", "reference", "exercises")

@@ -1,7 +1,7 @@
 """Progress of one grading run, for `grade run`: which test is running and for how long.
 
-The engine reports each test as it starts through ``grade(progress=callback)``; :class:`SuiteProgress` is the
-pytest plugin that does it. :class:`RunProgress` shows it: on a terminal a live status line on stderr
+The engine reports each test as it starts through ``grade(progress=callback)``
+(:class:`harness.grading.progress.SuiteProgress`); :class:`RunProgress` shows it: on a terminal a live status line on stderr
 (rewritten in place, erased at the end); otherwise (CI logs, pipes) nothing at all unless a test runs for long,
 then one plain line every ``interval`` seconds naming it, so a hang is never silent and a healthy run adds no
 lines to a log.
@@ -14,24 +14,6 @@ import threading
 import time
 
 INTERVAL_S = 10.0  # plain (non-terminal) output: a line once a test has run this long, then again every interval
-
-
-class SuiteProgress:
-    """pytest plugin: ``callback(index, total, test_id)`` as each test starts (index from 1), and
-    ``callback(total, total, None)`` when the suite is over."""
-
-    def __init__(self, callback):
-        self.callback, self.total, self.index = callback, 0, 0
-
-    def pytest_collection_finish(self, session):
-        self.total = len(session.items)
-
-    def pytest_runtest_logstart(self, nodeid, location):
-        self.index += 1
-        self.callback(self.index, self.total, nodeid.rsplit("::", 1)[-1])
-
-    def pytest_sessionfinish(self, session, exitstatus):
-        self.callback(self.total, self.total, None)
 
 
 class RunProgress:

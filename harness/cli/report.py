@@ -1,4 +1,4 @@
-"""`grade report` and `grade compare`: showing saved reports. Registered in harness/cli.py."""
+"""`grade report` and `grade compare`: showing saved reports (:mod:`harness.reports`)."""
 
 from __future__ import annotations
 
@@ -6,25 +6,8 @@ from pathlib import Path
 
 import click
 
-VERDICT_COLOUR = {"PASSED": "green", "FAILED": "red", "ERROR": "magenta"}
-
-
-def _raise(exc):
-    from harness.cli import GraderClickError
-
-    raise GraderClickError(exc) from None
-
-
-def _style(line: str) -> str:
-    for word, colour in VERDICT_COLOUR.items():
-        if line.startswith(f"verdict: {word}"):
-            return line.replace(word, click.style(word, fg=colour, bold=True), 1)
-    for word, colour in (("FAIL", "red"), ("ERROR", "magenta"), ("TIMEOUT", "red"), ("MEMORY", "red"),
-                         ("OUTPUT", "red")):
-        if line.startswith(f"  {word} "):
-            return line.replace(word, click.style(word, fg=colour, bold=True), 1)
-    return line
-
+from harness.cli.common import console, fail, style
+from harness.reports.style import colour_of
 
 @click.command("report", short_help="Show a saved report in the terminal or as HTML.")
 @click.argument("report_path", metavar="REPORT.json", type=click.Path(dir_okay=False, path_type=Path))
@@ -37,27 +20,20 @@ def _style(line: str) -> str:
 def report_cmd(report_path, audience, html_path, source_path):
     """Show a saved report: verdict, diagnosis, score by category, failing tests with their diagnostics."""
     from harness.core.errors import GraderError
-    from harness.report_text import load_report_file, render_text
+    from harness.core.report import read_report
+    from harness.reports.terminal import render_text
 
     try:
-        data = load_report_file(report_path)
+        data = read_report(report_path)
     except GraderError as exc:
-        _raise(exc)
+        fail(exc)
     for line in render_text(data, audience=audience):
-        click.echo(_style(line))
+        click.echo(style(line))
     if html_path:
-        from harness.html_report import write_html
+        from harness.reports.html import write_html
 
         write_html(html_path, data, audience=audience, report_path=report_path, source_path=source_path)
         click.echo(f"wrote {html_path}")
-
-
-def _console():
-    """Rich console; when not on a terminal (CI logs, pipes) wide enough that rows do not fold."""
-    from rich.console import Console
-
-    console = Console()
-    return console if console.is_terminal else Console(width=200)
 
 
 @click.command("compare", short_help="Candidates side by side: verdict, points, bugs.")
@@ -69,13 +45,13 @@ def compare_cmd(reports, html_path):
     time taken."""
     from rich.table import Table
 
-    from harness.compare import candidates, collect_reports, mixed_exercises, rows, write_html
+    from harness.reports.compare import candidates, collect_reports, mixed_exercises, rows, write_html
     from harness.core.errors import GraderError
 
     try:
         found = collect_reports(reports)
     except GraderError as exc:
-        _raise(exc)
+        fail(exc)
     warning = mixed_exercises(found)
     if warning:
         click.echo(f"grade: warning: {warning}", err=True)
@@ -85,15 +61,14 @@ def compare_cmd(reports, html_path):
     for col in ("candidate", "exercise", "verdict", "score", *cats, "diagnosed bugs / error", "time"):
         t.add_column(col, justify="right" if col in ("score", "time", *cats) else "left",
                      overflow="fold", no_wrap=col in ("score", "time", "verdict"))
-    colour = {"passed": "green", "failed": "red", "error": "magenta"}
     for r in table:
         cells = [r["candidate"], f"{r['exercise']} ({r['track']})",
-                 f"[{colour.get(r['verdict'], 'white')}]{r['verdict']}[/]", f"{r['score']:g}/{r['max_score']:g}"]
+                 f"[{colour_of(r['verdict'])}]{r['verdict']}[/]", f"{r['score']:g}/{r['max_score']:g}"]
         cells += ["-" if r["categories"][c] is None else
                   f"{r['categories'][c]['score']:g}/{r['categories'][c]['max_score']:g}" for c in cats]
         cells += [", ".join(r["bugs"]) or r["not_graded"], f"{r['time_s']:.2f} s"]
         t.add_row(*cells)
-    _console().print(t)
+    console().print(t)
     if html_path:
         write_html(html_path, found)
         click.echo(f"wrote {html_path}")

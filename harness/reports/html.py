@@ -6,7 +6,7 @@ Self-contained: inline CSS, plots embedded as ``data:image/png;base64`` (matplot
 fonts, no external URL of any kind. Everything taken from the report is HTML-escaped: messages and
 diagnostics carry candidate-controlled text.
 
-Pictures (from the report's ``.npz`` sidecar, see harness/grading/artifacts.py), for each kept failing test:
+Pictures (from the report's ``.npz`` sidecar, see harness/core/sidecar.py), for each kept failing test:
 * |candidate − reference| over (position × feature) for the worst batch element: the output, then per head
   the context vectors before W_o (recovered through W_o⁻¹);
 * the reference attention pattern per head next to the pattern the candidate's output implies, where that can
@@ -24,13 +24,15 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.grading import artifacts as arts
-from harness.report_text import MARK, category_scores, fmt, for_audience, not_graded, title_of
+from harness.core import sidecar
+from harness.core.audience import for_audience
+from harness.core.report import batch_error
+from harness.reports import plots as arts
+from harness.reports.style import COLOUR, MARK, css_rules
+from harness.reports.summary import category_scores, fmt, title_of
 
 MAX_HEADS = 8
 MAX_PLOTTED = 4          # tests with pictures per page (each picture costs ~0.2 s to render)
-STATUS_CLASS = {"passed": "ok", "skipped": "skip"}
-
 CSS = """
 body{font:14px/1.45 -apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;background:#f5f6f8;color:#1d2330}
 main{max-width:1120px;margin:0 auto;padding:24px}
@@ -39,7 +41,6 @@ h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:0 0 12px} h3{font-siz
 .meta{color:#5b6475;font-size:13px} .meta code{font-size:12px}
 .head{display:flex;align-items:center;gap:24px;flex-wrap:wrap}
 .verdict{font-size:26px;font-weight:700;padding:6px 18px;border-radius:8px;color:#fff;letter-spacing:.04em}
-.verdict.passed{background:#1f9d55} .verdict.failed{background:#cc2f3c} .verdict.error{background:#8e44ad}
 .score{font-size:26px;font-weight:600} .score small{font-size:14px;color:#5b6475;font-weight:400}
 .cat{display:grid;grid-template-columns:110px 1fr 190px;align-items:center;gap:12px;margin:6px 0}
 .bar{background:#e9ecf1;border-radius:4px;height:16px;overflow:hidden}
@@ -56,8 +57,7 @@ table.evidence code{background:#f2f4f7;padding:0 3px;border-radius:3px}
 table.tests{border-collapse:collapse;width:100%;font-size:13px}
 table.tests th,table.tests td{border-bottom:1px solid #e6e9ee;padding:6px 8px;text-align:left;vertical-align:top}
 table.tests th{background:#f0f2f5}
-.st{font-weight:700;font-size:12px;padding:1px 6px;border-radius:4px;color:#fff;background:#cc2f3c;white-space:nowrap}
-.st.ok{background:#1f9d55} .st.skip{background:#8a93a3}
+.st{font-weight:700;font-size:12px;padding:1px 6px;border-radius:4px;color:#fff;white-space:nowrap}
 .msg{margin:2px 0} .desc{color:#5b6475} .dl{margin:4px 0 0;font-size:12px;color:#333}
 .dl code{background:#f2f4f7;padding:0 3px;border-radius:3px}
 pre.tb{background:#f6f7f9;padding:8px;overflow:auto;font-size:12px;max-height:260px}
@@ -65,7 +65,7 @@ figure{margin:8px 0 16px} figure img{max-width:100%;border:1px solid #e6e9ee;bor
 figcaption{color:#5b6475;font-size:13px;margin-top:4px}
 .note{color:#5b6475;font-style:italic} .nw{white-space:nowrap}
 .src{font-size:12.5px;overflow:auto} .src pre{margin:0;line-height:1.4} .src td.linenos{color:#9aa3b2;padding-right:10px}
-"""
+""" + css_rules(".verdict", "background") + " " + css_rules(".st", "background")
 
 
 def e(x) -> str:
@@ -269,7 +269,7 @@ def render_html(report: dict, *, audience: str = "interviewer", report_path=None
                f'{e(d["track"])} track · {e(env.get("sandbox"))} sandbox · {timings.get("total_s", 0):.2f} s · '
                f'seed {e(env.get("seed"))} · harness {e(env.get("harness"))} · audience {e(audience)}<br>'
                f'sha256 <code>{e(sub.get("sha256", ""))}</code></div></div></div>')
-    err = not_graded(d)
+    err = batch_error(d)
     if err:
         out.append(f'<p class="diag"><b>Not graded ({e(err.get("kind"))}):</b> {e(err.get("message", ""))}</p>')
     out.append("</section>")
@@ -301,7 +301,7 @@ def render_html(report: dict, *, audience: str = "interviewer", report_path=None
         out.append('<p class="note">No catalogued mistake reproduces these outputs; see the failing tests.</p>')
     out.append("</section>")
     # pictures
-    items = arts.load(d, report_path)
+    items = sidecar.load(d, report_path)
     if audience == "candidate":
         keep = {i["test_id"] for i in d.get("artifacts", {}).get("items", [])}
         items = [i for i in items if i["test_id"] in keep]
@@ -327,7 +327,7 @@ def render_html(report: dict, *, audience: str = "interviewer", report_path=None
     out.append(f'<section id="tests"><h2>Tests ({len(d.get("tests", []))})</h2><table class="tests"><thead><tr>'
                "<th>status</th><th>category</th><th>test</th><th>points</th><th>time</th></tr></thead><tbody>")
     for t in d.get("tests", []):
-        cls = STATUS_CLASS.get(t["status"], "")
+        cls = t["status"] if t["status"] in COLOUR else ""
         body = [f"<b>{e(t['id'])}</b>"]
         if t.get("visibility") == "hidden":
             body.append(' <span class="desc">(hidden)</span>')

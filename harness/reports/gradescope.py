@@ -18,7 +18,7 @@ import math
 import os
 from pathlib import Path
 
-from harness.junit import diagnosis_text
+from harness.reports.junit import diagnosis_text
 from harness.core.report import write_atomic
 
 VISIBILITY = {"visible": "visible", "hidden": "hidden"}

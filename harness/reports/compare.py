@@ -10,7 +10,9 @@ from pathlib import Path
 
 from harness.core.errors import UsageError
 from harness.core.report import CATEGORIES
-from harness.report_text import category_scores, error_reason, load_report_file, title_of
+from harness.core.report import read_report as load_report_file
+from harness.reports.style import css_rules
+from harness.reports.summary import category_scores, error_reason, title_of
 
 _SORT_JS = """
 document.querySelectorAll("table.cmp th").forEach(function (th, col) {
@@ -34,9 +36,9 @@ body{font:14px/1.45 -apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;m
 table.cmp{border-collapse:collapse} .cmp th,.cmp td{border-bottom:1px solid #e3e6eb;padding:6px 10px;text-align:left}
 .cmp th{background:#f0f2f5;cursor:pointer;user-select:none;white-space:nowrap}
 .cmp th[aria-sort=ascending]::after{content:" \\25B2"} .cmp th[aria-sort=descending]::after{content:" \\25BC"}
-.v{font-weight:700} .v.passed{color:#1f9d55} .v.failed{color:#cc2f3c} .v.error{color:#8e44ad}
+.v{font-weight:700}
 .cmp td.num{text-align:right;white-space:nowrap} .warn{color:#8a5a00;font-weight:600} code{font-size:12px} h1{font-size:22px}
-"""
+""" + css_rules(".v")
 
 
 def collect_reports(paths) -> list[tuple[Path, dict]]:

@@ -1,4 +1,4 @@
-"""`grade batch`: grade many submissions (see harness/batch.py). Registered in harness/cli.py."""
+"""`grade batch`: grade many submissions (:mod:`harness.batch`), with a progress bar and a summary table."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-VERDICT_STYLE = {"passed": "green", "failed": "red", "error": "magenta", "infrastructure": "yellow"}
-
+from harness.cli.common import console, fail
+from harness.core.errors import EXIT_INTERRUPTED
+from harness.reports.style import colour_of
 
 @click.command("batch", short_help="Grade a folder of submissions; one report each.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -48,22 +49,20 @@ def batch_cmd(paths, exercise, track, sandbox, jobs, out, junit_path, gradescope
         with progress:
             result = run_batch(paths, opts, on_event=progress.event)
     except GraderError as exc:
-        from harness.cli import GraderClickError
-
-        raise GraderClickError(exc) from None
+        fail(exc)
     named = [(it.label, it.report) for it in result.items if it.report is not None]
     if junit_path:
-        from harness.junit import write_junit
+        from harness.reports.junit import write_junit
 
         write_junit(junit_path, named)
     if gradescope:
-        from harness.gradescope import write_results
+        from harness.reports.gradescope import write_results
 
         for it in result.items:
             if it.report is not None:
                 write_results(Path(out) / "gradescope" / it.slug / "results.json", it.report)
     _summary(result, out, junit_path, gradescope)
-    sys.exit(130 if result.interrupted else result.exit_code)
+    sys.exit(EXIT_INTERRUPTED if result.interrupted else result.exit_code)
 
 
 class _Progress:
@@ -85,8 +84,9 @@ class _Progress:
                                        TimeRemainingColumn)
 
             self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} "
-                                           "failed[/] [magenta]{task.fields[errored]} errored[/]"),
+                                TextColumn(f"[{colour_of('passed')}]{{task.fields[passed]}} passed[/] "
+                                           f"[{colour_of('failed')}]{{task.fields[failed]}} failed[/] "
+                                           f"[{colour_of('error')}]{{task.fields[errored]}} errored[/]"),
                                 TextColumn("ETA"), TimeRemainingColumn(), TimeElapsedColumn(),
                                 console=self.console, transient=False)
             self.bar.__enter__()
@@ -122,14 +122,12 @@ class _Progress:
 
 
 def _summary(result, out, junit_path, gradescope) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    if not console.is_terminal:  # CI logs, pipes: wide enough that rows do not fold
-        console = Console(width=200)
+    from harness.reports.summary import error_reason
+
+    out_console = console()
     table = Table(title=f"grade batch: {len(result.items)} submissions", title_justify="left")
-    from harness.report_text import error_reason
 
     for col, kw in (("submission", {"overflow": "fold"}), ("verdict", {}), ("score", {"justify": "right"}),
                     ("diagnosis / error", {"overflow": "fold"}), ("time", {"justify": "right", "no_wrap": True}),
@@ -139,10 +137,9 @@ def _summary(result, out, junit_path, gradescope) -> None:
         rep = it.report or {}
         diag = ", ".join(d["bug"] for d in rep.get("diagnosis", [])) or error_reason(rep)
         score = f"{rep.get('score', 0):g}/{rep.get('max_score', 0):g}" if rep else "-"
-        style = VERDICT_STYLE.get(it.outcome, "")
-        table.add_row(it.label, f"[{style}]{it.outcome}[/]" if style else it.outcome, score, diag,
+        table.add_row(it.label, f"[{colour_of(it.outcome)}]{it.outcome}[/]", score, diag,
                       f"{it.seconds:.1f} s", "resumed" if it.resumed else "")
-    console.print(table)
+    out_console.print(table)
     c = result.counts
     line = (f"{c['passed']} passed, {c['failed']} failed, {c['errored']} errored"
             + (f" ({c['infrastructure']} infrastructure)" if c["infrastructure"] else "")
@@ -154,4 +151,4 @@ def _summary(result, out, junit_path, gradescope) -> None:
         line += f"; Gradescope: {Path(out) / 'gradescope'}"
     if result.interrupted:
         line = "interrupted: " + line + " (re-run with --resume to finish)"
-    console.print(line, markup=False, highlight=False, soft_wrap=True)
+    out_console.print(line, markup=False, highlight=False, soft_wrap=True)
