@@ -98,16 +98,6 @@ class Report:
         except OSError as exc:  # a full disk, a read-only folder: ours to fix, never the candidate's verdict
             raise InfrastructureError(f"could not write the report to {path}: {exc.strerror or exc}") from exc
 
-    def by_category(self) -> dict[str, dict]:
-        out = {}
-        for t in self.tests:
-            c = out.setdefault(t.category, {"passed": 0, "total": 0, "score": 0.0, "max_score": 0.0})
-            c["total"] += 1
-            c["passed"] += t.status == "passed"
-            c["score"] += t.points
-            c["max_score"] += t.max_points
-        return out
-
 
 def _jsonable(obj):
     try:

@@ -18,6 +18,7 @@ import math
 import os
 from pathlib import Path
 
+from harness.core.report import batch_error
 from harness.reports.junit import diagnosis_text
 from harness.core.report import write_atomic
 
@@ -45,7 +46,7 @@ def results_json(report: dict) -> dict:
              for t in report.get("tests", [])]
     header = (f"{report['exercise']} ({report['track']} track): {report['verdict'].upper()} "
               f"{report['score']:g}/{report['max_score']:g}")
-    err = report.get("environment", {}).get("batch", {}).get("error")
+    err = batch_error(report)
     parts = [header, diagnosis_text(report)]
     if err:
         parts.append(f"not graded ({err.get('kind')}): {err.get('message', '')}")

@@ -12,7 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness.core.report import write_atomic
+from harness.core.report import batch_error, write_atomic
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -65,7 +65,7 @@ def testsuite(report: dict, name: str) -> ET.Element:
             el.text = _x(text)
     n = len(tests)
     if not tests:  # the engine could not grade it: one error case says why
-        err = report.get("environment", {}).get("batch", {}).get("error", {})
+        err = batch_error(report) or {}
         case = ET.SubElement(suite, "testcase", name="grading", classname=_x(f"{report.get('exercise')}.grading"),
                              time=f"{float(report.get('timings', {}).get('total_s', 0.0)):.4f}")
         el = ET.SubElement(case, "error", message=_x(err.get("message", "not graded")[:500]),

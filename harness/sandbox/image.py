@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -105,30 +104,8 @@ def build_image(*, base_image: str | None = None, wheels: str | Path | None = No
 
 
 # -- doctor -----------------------------------------------------------------------------------------------
-_PROBE_SCRIPT = r"""
-import json, os, socket
-r = {"uid": os.getuid()}
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-try:  # a UDP connect only looks up a route (TEST-NET-1): no packet is sent either way
-    s.connect(("192.0.2.1", 9)); r["network"] = True
-except OSError:
-    r["network"] = False
-s.close()
-r["interfaces"] = sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []
-try:
-    open("/opt/grader/x", "w"); r["root_writable"] = True
-except OSError:
-    r["root_writable"] = False
-try:
-    open("/tmp/x", "w").close(); r["tmp_writable"] = True
-except OSError:
-    r["tmp_writable"] = False
-caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")]
-r["cap_eff"] = caps[0] if caps else "?"
-r["no_new_privs"] = any(l.split() == ["NoNewPrivs:", "1"] for l in open("/proc/self/status"))
-r["docker_sock"] = os.path.exists("/var/run/docker.sock") or os.path.exists("/run/docker.sock")
-print(json.dumps(r))
-"""
+# Run inside a sandbox container by `doctor` (python -c, its text): what the container can do.
+LIMITS_PROBE = Path(__file__).resolve().parent / "limits_probe.py"
 
 
 def _limits_check(image: str) -> DoctorCheck:
@@ -140,7 +117,7 @@ def _limits_check(image: str) -> DoctorCheck:
         cmd = box.command(name=f"grader-doctor-{int(time.time() * 1000)}", track="numpy", entry="x",
                           mount_dir=tmp, limits=limits, started=time.time())
         at = cmd.index(image)
-        cmd = [*cmd[:at], "--rm", image, "python3", "-I", "-B", "-c", _PROBE_SCRIPT]
+        cmd = [*cmd[:at], "--rm", image, "python3", "-I", "-B", "-c", LIMITS_PROBE.read_text()]
         import os
 
         os.chmod(tmp, 0o755)
