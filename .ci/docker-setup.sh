@@ -143,10 +143,10 @@ fi
 
 # -- 5. the sandbox image -----------------------------------------------------------------------
 cd "$REPO"
-if "$PY" -m harness.dockerimage status >/dev/null 2>&1; then
+if "$PY" -m harness sandbox status >/dev/null 2>&1; then
     log "sandbox image up to date"
 else
     log "building the sandbox image from $BASE_IMAGE with wheels from $WHEELS"
-    "$PY" -m harness.dockerimage build --base-image "$BASE_IMAGE" --wheels "$WHEELS"
+    "$PY" -m harness sandbox build --base-image "$BASE_IMAGE" --wheels "$WHEELS"
 fi
 log "done"

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from harness.exercises import all_exercises
+from harness.core.exercises import all_exercises
 
 IN_CI = os.environ.get("CI") == "true"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 
-from harness.report import load_schema
+from harness.core.report import load_schema
 
 NUMPY_HEADER = "import numpy as np\n\n"
 

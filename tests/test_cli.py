@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import main
-from harness.exercises import all_exercises
+from harness.core.exercises import all_exercises
 
 from .helpers import validate
 
@@ -218,7 +218,7 @@ def test_a_quick_run_adds_no_progress_lines(run):
 def test_live_status_line_on_a_terminal_is_rewritten_and_erased():
     import io
 
-    from harness.progress import RunProgress
+    from harness.cli.progress import RunProgress
 
     class Tty(io.StringIO):
         def isatty(self):

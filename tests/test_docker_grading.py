@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from graders.mutants.build import write_mutant
-from harness.dockerimage import leftover_containers
-from harness.engine import grade
+from harness.sandbox.image import leftover_containers
+from harness.grading.engine import grade
 
 from .helpers import statuses, validate, write
 

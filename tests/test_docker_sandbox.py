@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import wire
+from harness.worker import wire
 from harness.sandbox.base import Limits
 
 pytestmark = pytest.mark.docker
@@ -49,7 +49,7 @@ def box():
 
 
 def _mine() -> list[str]:
-    from harness.dockerimage import leftover_containers
+    from harness.sandbox.image import leftover_containers
 
     return [n for n in leftover_containers() if n.startswith(f"grader-{os.getpid()}-")]
 
@@ -203,7 +203,7 @@ finally:
         pass
 writable, hits, nfiles = [], [], 0
 SUSPECT_DIRS = {"graders", "reference", "exercises", "harness", "work", "main"}
-SUSPECT_FILES = {"cli.py", "dockerimage.py", "suite.ini", "mha_numpy.py", "mha_torch.py", "channel.py",
+SUSPECT_FILES = {"cli.py", "dockerimage.py", "image.py", "suite.ini", "mha_numpy.py", "mha_torch.py", "channel.py",
                  "checks.py", "plugin.py", "engine.py", "pyproject.toml", "docker.sock"}
 MARKERS = SUSPECT_FILES | {"mha", "masked_mha", "gqa", "cross_attention", "mutants", "common", "sandbox",
                            "wire.py", "worker.py", "main", "graders", "reference", "harness", "exercises"}
@@ -410,7 +410,7 @@ def _by_name(checks):
 
 
 def test_doctor_all_ok(box):
-    from harness.dockerimage import doctor
+    from harness.sandbox.image import doctor
 
     checks = doctor()
     assert [c.name for c in checks] == ["engine", "image", "image current", "limits effective"]
@@ -419,8 +419,8 @@ def test_doctor_all_ok(box):
 
 @pytest.mark.parametrize("host", ["unix:///nonexistent/docker.sock", "tcp://127.0.0.1:1"])
 def test_doctor_engine_down(box, monkeypatch, host):
-    from harness.dockerimage import doctor
-    from harness.errors import SandboxUnavailable
+    from harness.sandbox.image import doctor
+    from harness.core.errors import SandboxUnavailable
     from harness.sandbox.docker import DockerSandbox
 
     monkeypatch.setenv("DOCKER_HOST", host)
@@ -436,8 +436,8 @@ def test_doctor_engine_down(box, monkeypatch, host):
 
 
 def test_doctor_image_missing(box, monkeypatch):
-    from harness.dockerimage import doctor
-    from harness.errors import SandboxUnavailable
+    from harness.sandbox.image import doctor
+    from harness.core.errors import SandboxUnavailable
     from harness.sandbox.docker import DockerSandbox
 
     checks = _by_name(doctor(image="attn-grader-sandbox:no-such-tag"))
@@ -475,8 +475,8 @@ def stale_image(box):
 
 
 def test_doctor_image_stale(box, stale_image, monkeypatch):
-    from harness.dockerimage import doctor
-    from harness.errors import SandboxUnavailable
+    from harness.sandbox.image import doctor
+    from harness.core.errors import SandboxUnavailable
     from harness.sandbox.docker import DockerSandbox
 
     checks = _by_name(doctor(image=stale_image))

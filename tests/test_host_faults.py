@@ -22,11 +22,11 @@ from click.testing import CliRunner
 import graders.common.oracle
 import graders.common.problem
 import graders.mutants.diagnose
-import harness.report
-from harness import plugin as grader_plugin
+import harness.core.report
+from harness.grading import plugin as grader_plugin
 from harness.cli import main
-from harness.engine import grade
-from harness.errors import InfrastructureError
+from harness.grading.engine import grade
+from harness.core.errors import InfrastructureError
 from harness.sandbox import local
 
 from .helpers import validate
@@ -148,7 +148,7 @@ def test_the_report_writer_failing_is_exit_3(monkeypatch, tmp_path):
     def full_disk(path, text):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(harness.report, "write_atomic", full_disk)
+    monkeypatch.setattr(harness.core.report, "write_atomic", full_disk)
     result = CliRunner().invoke(main, ["mha", str(REF_NUMPY), "--sandbox", "local", "--json",
                                        str(tmp_path / "r.json")])
     assert result.exit_code == 3, result.output
@@ -156,12 +156,12 @@ def test_the_report_writer_failing_is_exit_3(monkeypatch, tmp_path):
 
 
 def test_an_unexpected_exception_in_the_cli_is_exit_3_not_1(monkeypatch):
-    import harness.engine
+    import harness.grading.engine
 
     def broken(**kwargs):
         raise ZeroDivisionError("boom")
 
-    monkeypatch.setattr(harness.engine, "_grade", broken)
+    monkeypatch.setattr(harness.grading.engine, "_grade", broken)
     result = CliRunner().invoke(main, ["mha", str(REF_NUMPY), "--sandbox", "local"])
     assert result.exit_code == 3
     assert "grade: error: internal grader error: ZeroDivisionError: boom" in result.output

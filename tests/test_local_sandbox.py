@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import grade
+from harness.grading.engine import grade
 from harness.sandbox import Limits
 
 from .helpers import statuses, validate, write

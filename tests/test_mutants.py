@@ -4,7 +4,7 @@ import pytest
 
 from graders.mutants.build import write_mutant
 from graders.mutants.catalog import CATALOG, applicable
-from harness.engine import grade
+from harness.grading.engine import grade
 
 EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa")
 COMBOS = [(ex, tr) for ex in EXERCISES for tr in ("numpy", "torch")]

@@ -10,7 +10,7 @@ from graders.common.gradients import reference_grads
 from graders.common.suite import causal_mask, full_row_mask, reference
 from graders.mutants import build
 from graders.mutants.catalog import applicable
-from harness.case import random_case
+from harness.core.case import random_case
 
 CONFIGS = [dict(h=2), dict(h=4, g=2), dict(h=4, g=1), dict(h=2, cross=True, s_k=7)]
 

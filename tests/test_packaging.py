@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.exercises import all_exercises
+from harness.core.exercises import all_exercises
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,8 +18,8 @@ def test_wheel_contains_the_data_files(tmp_path):
                     str(tmp_path), str(ROOT)], check=True, capture_output=True)
     wheel = next(tmp_path.glob("attention_grader-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    needed = {"harness/schema/report.schema.json", "harness/sandbox.Dockerfile", "harness/worker.py",
-              "harness/wire.py", "graders/suite.ini", "graders/common/oracle.py", "graders/mutants/torch_template.py"}
+    needed = {"harness/core/schema/report.schema.json", "harness/sandbox/sandbox.Dockerfile", "harness/worker/worker.py",
+              "harness/worker/wire.py", "graders/suite.ini", "graders/common/oracle.py", "graders/mutants/torch_template.py"}
     for name in all_exercises():
         needed |= {f"exercises/{name}/exercise.json", f"exercises/{name}/README.md",
                    f"exercises/{name}/stub_numpy.py", f"exercises/{name}/stub_torch.py",

@@ -9,9 +9,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from harness import wire
-from harness.channel import WorkerSession
-from harness.errors import WorkerFault
+from harness.worker import wire
+from harness.session.channel import WorkerSession
+from harness.core.errors import WorkerFault
 from harness.sandbox.base import Limits, Sandbox
 from harness.sandbox.local import LocalHandle
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import grade
-from harness.submission import banned_api_uses
+from harness.grading.engine import grade
+from harness.grading.submission import banned_api_uses
 
 from .helpers import validate
 from .redteam.cases import BY_NAME, CASES, Case
@@ -267,7 +267,7 @@ def _live_children(exclude=frozenset()) -> set[str]:
 
 
 def _containers_of(pid: int) -> list[str]:
-    from harness.dockerimage import leftover_containers
+    from harness.sandbox.image import leftover_containers
 
     return [n for n in leftover_containers() if n.startswith(f"grader-{pid}-")]
 
@@ -399,7 +399,7 @@ def test_the_local_sandbox_isolation_is_active_here():
 def test_local_refuses_a_container_that_can_reach_the_docker_socket(monkeypatch, tmp_path):
     """Without its namespaces the local backend is a plain process; inside a container that mounts the Docker
     socket (the grader image of docker-compose.yml) that process would own the host, so it refuses (exit 3)."""
-    from harness.errors import InfrastructureError
+    from harness.core.errors import InfrastructureError
     from harness.sandbox import local
 
     real_exists = os.path.exists

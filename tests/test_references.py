@@ -2,8 +2,8 @@
 
 import pytest
 
-from harness.engine import grade
-from harness.exercises import REFERENCE_DIR
+from harness.grading.engine import grade
+from harness.core.exercises import REFERENCE_DIR
 
 EXERCISES = ["mha", "masked_mha", "cross_attention", "gqa"]
 CASES = [(ex, track) for ex in EXERCISES for track in ("numpy", "torch")]

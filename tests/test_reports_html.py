@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import artifacts as arts
-from harness.case import random_case
+from harness.core import sidecar
+from harness.reports import plots as arts
+from harness.core.case import random_case
 
 from .helpers import validate
 
@@ -315,15 +316,15 @@ def test_sidecar_round_trip_and_hash_check(tmp_path):
     case = random_case(rng, b=1, s=3, d=4, h=2)
     item = {"test_id": "t", "h": 2, "g": None, "dtype": "float64",
             "arrays": {**_arrays(case), "out": np.ones((1, 3, 4)), "ref": np.zeros((1, 3, 4))}}
-    entry = arts.save([item], tmp_path / "r.npz")
+    entry = sidecar.save([item], tmp_path / "r.npz")
     report = {"artifacts": entry}
-    (loaded,) = arts.load(report, tmp_path / "r.json")
+    (loaded,) = sidecar.load(report, tmp_path / "r.json")
     assert set(loaded["arrays"]) == set(item["arrays"])
     np.testing.assert_array_equal(loaded["arrays"]["x"], case.x)
     with np.load(tmp_path / "r.npz", allow_pickle=False) as z:  # plain arrays only
         assert all(z[k].dtype != object for k in z.files)
     (tmp_path / "r.npz").write_bytes(b"tampered")
-    assert arts.load(report, tmp_path / "r.json") == []
+    assert sidecar.load(report, tmp_path / "r.json") == []
 
 
 # -- the diagnosis card, plot ticks, test descriptions (issue 9) ---------------------------------------------
@@ -373,7 +374,7 @@ class _Cards(html.parser.HTMLParser):
 
 
 def test_diagnosis_card_leads_with_bug_and_summary_then_hint_and_an_evidence_table(graded):
-    from harness.html_report import render_html
+    from harness.reports.html import render_html
 
     work, found = graded
     data = json.loads(found["bob"].read_text())
@@ -396,7 +397,7 @@ def test_diagnosis_card_leads_with_bug_and_summary_then_hint_and_an_evidence_tab
 
 def test_plot_token_axes_have_integer_ticks(monkeypatch):
     from graders.common import oracle
-    from harness import html_report
+    from harness.reports import html as html_report
 
     figures = []
     monkeypatch.setattr(html_report, "_png", lambda fig: (figures.append(fig), "data:image/png;base64,")[1])
@@ -429,7 +430,7 @@ OTHER_EXERCISES = {"mha": ("GQA", "g=", "group", "cross"), "masked_mha": ("GQA",
 @pytest.mark.parametrize("exercise,track", [("mha", "numpy"), ("mha", "torch"), ("masked_mha", "numpy"),
                                             ("cross_attention", "numpy"), ("gqa", "numpy")])
 def test_test_descriptions_name_only_this_exercise(exercise, track):
-    from harness.engine import grade
+    from harness.grading.engine import grade
 
     report = grade(exercise=exercise, submission=ROOT / "reference" / f"{exercise}_{track}.py", track=track,
                    sandbox="local")

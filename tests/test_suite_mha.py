@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import grade
+from harness.grading.engine import grade
 
 from .helpers import statuses, validate
 

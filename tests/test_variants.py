@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine import grade
-from harness.exercises import all_exercises
-from harness.report import load_schema
+from harness.grading.engine import grade
+from harness.core.exercises import all_exercises
+from harness.core.report import load_schema
 
 VARIANTS_DIR = Path(__file__).resolve().parent / "variants"
 BUGGY = {"mha/torch_view_after_transpose.py"}

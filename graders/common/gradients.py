@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.case import Case
+from harness.core.case import Case
 
 
 def _softmax_masked(scores, m):

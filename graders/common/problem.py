@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from harness.case import Case
+from harness.core.case import Case
 
 from .suite import causal_mask, make_case
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.checks import CheckFailure, check_output
+from harness.core.checks import CheckFailure, check_output
 
 from .suite import (check_deterministic, check_dtype, check_forward, check_gradients, check_not_mutated,
                     check_param_count, check_shape, check_structure, expected_param_count, full_row_mask,
@@ -153,7 +153,7 @@ def test_permutation_equivariance(candidate, problem, track, rng):
     perm = rng.permutation(6)
     base = check_output(candidate.run(case), shape=case.x.shape, dtype="float64")
     moved = check_output(candidate.run(problem.permute(case, perm)), shape=case.x.shape, dtype="float64")
-    from harness.checks import assert_close
+    from harness.core.checks import assert_close
 
     assert_close(moved, base[:, perm], tol=1e-9, what="output for permuted tokens",
                  extra={"permutation": perm.tolist()})
@@ -166,7 +166,7 @@ def test_eval_matches_train(candidate, problem, track, rng):
     case = problem.make(track, rng)
     a = check_output(candidate.run(case, mode="eval"), shape=case.x.shape, dtype="float64")
     b = check_output(candidate.run(case, mode="train"), shape=case.x.shape, dtype="float64")
-    from harness.checks import assert_close
+    from harness.core.checks import assert_close
 
     assert_close(b, a, tol=1e-12, what="train-mode output")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.case import Case, random_case
-from harness.checks import CheckFailure, assert_close, check_output, tolerance_for
+from harness.core.case import Case, random_case
+from harness.core.checks import CheckFailure, assert_close, check_output, tolerance_for
 
 from . import oracle
 from .gradients import reference_grads

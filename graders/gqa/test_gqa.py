@@ -13,7 +13,7 @@ from graders.common.problem import Problem
 from graders.common.standard_tests import *  # noqa: F401,F403  (the tests every exercise shares)
 from graders.common.suite import (causal_mask, check_forward, check_gradients, check_param_count, expected_param_count,
                                   measure_flops, reference)
-from harness.checks import CheckFailure, assert_close, check_output
+from harness.core.checks import CheckFailure, assert_close, check_output
 
 grade = pytest.mark.grade
 torch_only = pytest.mark.tracks("torch")

@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from harness.report import Diagnosis
+from harness.core.report import Diagnosis
 
 from ..common import oracle
 from .catalog import applicable

@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from .base import Limits, Sandbox, WorkerHandle
+from harness.sandbox.base import Limits, Sandbox, WorkerHandle
 
 
 def get_sandbox(name: str, *, notice=None) -> Sandbox:
     """Return the backend for ``name`` (auto|local|docker). ``notice`` receives one-line messages."""
-    from ..errors import UsageError
-    from .local import LocalSandbox
+    from harness.core.errors import UsageError
+    from harness.sandbox.local import LocalSandbox
 
     if name == "local":
         return LocalSandbox()
     if name in ("docker", "auto"):
         try:
-            from .docker import DockerSandbox
+            from harness.sandbox.docker import DockerSandbox
         except ImportError:  # pragma: no cover - the docker backend ships with the package
             DockerSandbox = None
         if name == "docker":
             if DockerSandbox is None:
-                from ..errors import SandboxUnavailable
+                from harness.core.errors import SandboxUnavailable
 
                 raise SandboxUnavailable("docker sandbox backend is not available", hint="reinstall the package")
             box = DockerSandbox()

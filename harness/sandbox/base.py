@@ -6,9 +6,19 @@ import dataclasses
 import subprocess
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import NamedTuple
 
-WORKER_DIR = Path(__file__).resolve().parent.parent  # holds worker.py and wire.py
+WORKER_DIR = Path(__file__).resolve().parent.parent / "worker"  # holds worker.py and wire.py
 WORKER_FILES = ("worker.py", "wire.py")
+
+
+class DoctorCheck(NamedTuple):
+    """One line of `grade sandbox doctor`: what was checked, whether it is fine, what was seen, how to fix it."""
+
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
 
 
 @dataclasses.dataclass
@@ -34,17 +44,6 @@ class Limits:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-def die_with_parent() -> None:
-    """In a child between fork and exec: ask the kernel for SIGKILL when the grader dies (Linux), so a grader
-    killed with SIGKILL does not leave its worker (or `docker run` client) behind. Best effort elsewhere."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-    except (OSError, AttributeError):
-        pass
 
 
 class WorkerHandle(ABC):

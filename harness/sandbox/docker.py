@@ -23,7 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from .base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle, die_with_parent
+from harness.core.process import die_with_parent
+from harness.sandbox.base import WORKER_DIR, WORKER_FILES, DoctorCheck, Limits, Sandbox, WorkerHandle
 
 LABEL = "grader.container"
 LABEL_STARTED = "grader.started"
@@ -38,7 +39,7 @@ MAX_RUN_S_DEFAULT = 1800    # longest a grading run may keep one container; olde
 
 
 def _version() -> str:
-    from .. import __version__
+    from harness import __version__
 
     return __version__
 
@@ -99,52 +100,49 @@ def _client_kwargs() -> dict:
     return kwargs
 
 
-def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S) -> list[tuple[str, bool, str, str]]:
-    """Fast checks, in order, stopping at the first failure: engine reachable, image present, image current.
-
-    Returns ``(name, ok, detail, hint)`` tuples (the shape of :class:`harness.dockerimage.DoctorCheck`).
-    """
+def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S) -> list[DoctorCheck]:
+    """Fast checks, in order, stopping at the first failure: engine reachable, image present, image current."""
     image = image or default_image()
     build_hint = "run `grade sandbox build` (air-gapped: `bash .ci/docker-setup.sh`)"
-    out: list[tuple[str, bool, str, str]] = []
+    out: list[DoctorCheck] = []
     engine_hint = ("start the Docker engine (e.g. `dockerd &` as root, or `bash .ci/docker-setup.sh`) "
                    "or check DOCKER_HOST; or grade with --sandbox local")
     if docker_cli() is None:
-        out.append(("engine", False, "the `docker` command is not installed",
+        out.append(DoctorCheck("engine", False, "the `docker` command is not installed",
                     "install Docker (Debian: `apt-get install docker.io`) or grade with --sandbox local"))
         return out
     reason = engine_socket_missing()
     if reason:
-        out.append(("engine", False, reason, engine_hint))
+        out.append(DoctorCheck("engine", False, reason, engine_hint))
         return out
     try:
         import docker  # noqa: F401
     except ImportError:
-        out.append(("engine", False, "the `docker` Python package is missing", "pip install 'docker>=7'"))
+        out.append(DoctorCheck("engine", False, "the `docker` Python package is missing", "pip install 'docker>=7'"))
         return out
     try:
         client = api_client(timeout=timeout)
         client.ping()
         server = client.version(api_version=False).get("Version", "?")
     except Exception as exc:  # requests/docker errors of many kinds
-        out.append(("engine", False, f"Docker engine not reachable: {type(exc).__name__}: {str(exc)[:200]}",
+        out.append(DoctorCheck("engine", False, f"Docker engine not reachable: {type(exc).__name__}: {str(exc)[:200]}",
                     engine_hint))
         return out
-    out.append(("engine", True, f"Docker engine {server} reachable", ""))
+    out.append(DoctorCheck("engine", True, f"Docker engine {server} reachable", ""))
     try:
         info = client.inspect_image(image)
     except Exception as exc:
         from docker.errors import ImageNotFound, NotFound
 
         if isinstance(exc, (ImageNotFound, NotFound)):
-            out.append(("image", False, f"sandbox image {image} is missing", build_hint))
+            out.append(DoctorCheck("image", False, f"sandbox image {image} is missing", build_hint))
         else:
-            out.append(("image", False, f"cannot inspect {image}: {type(exc).__name__}: {str(exc)[:200]}",
+            out.append(DoctorCheck("image", False, f"cannot inspect {image}: {type(exc).__name__}: {str(exc)[:200]}",
                         build_hint))
         return out
     finally:
         client.close()
-    out.append(("image", True, f"sandbox image {image} present ({info.get('Id', '')[7:19]})", ""))
+    out.append(DoctorCheck("image", True, f"sandbox image {image} present ({info.get('Id', '')[7:19]})", ""))
     labels = (info.get("Config") or {}).get("Labels") or {}
     want_version, want_sha = _version(), worker_sha256()
     problems = []
@@ -155,10 +153,10 @@ def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S) -> list
                         f"(grader.worker_sha256={str(labels.get('grader.worker_sha256'))[:12]}..., "
                         f"harness {want_sha[:12]}...)")
     if problems:
-        out.append(("image current", False, f"sandbox image {image} is stale: " + "; ".join(problems),
+        out.append(DoctorCheck("image current", False, f"sandbox image {image} is stale: " + "; ".join(problems),
                     "rebuild it: `grade sandbox build`"))
     else:
-        out.append(("image current", True, f"labels match harness {want_version} and worker {want_sha[:12]}", ""))
+        out.append(DoctorCheck("image current", True, f"labels match harness {want_version} and worker {want_sha[:12]}", ""))
     return out
 
 
@@ -286,7 +284,7 @@ class DockerSandbox(Sandbox):
 
     def check(self) -> None:
         """Raise :class:`SandboxUnavailable` with a fix hint unless docker grading can run."""
-        from ..errors import SandboxUnavailable
+        from harness.core.errors import SandboxUnavailable
 
         for name, ok, detail, hint in probe(self.image, timeout=3.0):
             if not ok:
@@ -370,7 +368,7 @@ class DockerSandbox(Sandbox):
         return cmd
 
     def start(self, *, track: str, entry: str, submission: Path, limits: Limits) -> WorkerHandle:
-        from ..errors import InfrastructureError
+        from harness.core.errors import InfrastructureError
 
         self._sweep_once()
         if docker_cli() is None:

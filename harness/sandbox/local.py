@@ -14,6 +14,7 @@ Where that is not permitted it falls back to network + PID namespaces, then to a
 from __future__ import annotations
 
 import functools
+import json
 import os
 import resource
 import shutil
@@ -23,7 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle, die_with_parent
+from harness.core.process import die_with_parent
+from harness.sandbox.base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
 
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LD_LIBRARY_PATH")
 GRADER_PACKAGES = ("harness", "graders", "reference", "exercises")
@@ -32,101 +34,9 @@ SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "
 SENSITIVE = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers", "/etc/sudoers.d",
              "/etc/ssh")
 
-# Runs as root of the new mount namespace (after unshare, before the worker; `python -I -S -c SETUP`):
-#   SPEC_JSON COMMAND...   with SPEC = {"box", "size_mb", "cover", "keep", "hidden"}
-# 1. a size-capped tmpfs at BOX gets a copy of the worker, the submission and an empty home;
-# 2. with cover, it is moved onto /tmp (hiding all of the host's /tmp at once: other checkouts, sockets, other
-#    graders' scratch folders); the folders under /tmp the interpreter needs ("keep", e.g. a venv there) are
-#    bind-mounted into the box first and moved back to their own paths after, so nothing depends on entries
-#    that other processes own (no check-then-mount race);
-# 3. every hidden folder is covered by an empty read-only tmpfs (a file by /dev/null); one that is gone is skipped;
-# 4. every other writable mount but the box and /proc is re-mounted read-only; the worker starts in BOX/home.
-# A failure here kills the worker before its boot frame: the host retries it, then reports a grader fault.
-SETUP = r"""
-import ctypes, errno, json, os, shutil, sys
-RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, MOVE, REC = 1, 2, 4, 8, 32, 4096, 8192, 16384
-KEEP = {os.ST_NOSUID: NOSUID, os.ST_NODEV: NODEV, os.ST_NOEXEC: NOEXEC, os.ST_NOATIME: 1024,
-        os.ST_NODIRATIME: 2048, os.ST_RELATIME: 1 << 21}
-libc = ctypes.CDLL(None, use_errno=True)
-
-def mount(source, target, fstype, flags, data=None):
-    enc = lambda s: None if s is None else s.encode()
-    if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {target}: {os.strerror(err)}")
-
-spec, command = json.loads(sys.argv[1]), sys.argv[2:]
-box, hidden = spec["box"], spec["hidden"]
-src = os.path.dirname(box)
-mount("grader-tmp", box, "tmpfs", NOSUID | NODEV, f"size={spec['size_mb']}m,mode=0755")
-shutil.copytree(os.path.join(src, ".worker"), os.path.join(box, ".worker"))
-shutil.copyfile(os.path.join(src, "submission.py"), os.path.join(box, "submission.py"))
-os.mkdir(os.path.join(box, "home"), 0o700)
-if spec["cover"]:
-    stash = os.path.join(box, ".keep")
-    for i, path in enumerate(spec["keep"]):
-        os.makedirs(os.path.join(stash, str(i)))
-        mount(path, os.path.join(stash, str(i)), None, BIND | REC)
-    mount(box, "/tmp", None, MOVE)
-    box, stash = "/tmp", "/tmp/.keep"
-    for i, path in enumerate(spec["keep"]):
-        os.makedirs(path, exist_ok=True)
-        mount(os.path.join(stash, str(i)), path, None, MOVE)
-        os.rmdir(os.path.join(stash, str(i)))
-    if spec["keep"]:
-        os.rmdir(stash)
-for path in hidden:
-    try:
-        if os.path.isdir(path):
-            mount("grader-hidden", path, "tmpfs", RDONLY | NOSUID | NODEV | NOEXEC, "size=4k,mode=0555")
-        else:
-            mount("/dev/null", path, None, BIND)
-    except OSError as exc:
-        if exc.errno != errno.ENOENT:  # gone meanwhile: nothing left to hide
-            raise
-for line in open("/proc/self/mountinfo").read().splitlines():
-    point = line.split()[4]
-    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        point = point.replace(code, char)
-    if point in (box, "/proc") or point.startswith("/proc/") or any(point.startswith(h + "/") for h in hidden):
-        continue
-    try:
-        current = os.statvfs(point).f_flag
-    except OSError:
-        continue
-    if current & os.ST_RDONLY:
-        continue
-    flags = REMOUNT | BIND | RDONLY
-    for st, ms in KEEP.items():
-        flags |= ms if current & st else 0
-    try:
-        mount("none", point, None, flags)
-    except OSError:
-        pass
-os.chdir(os.path.join(box, "home"))
-os.execv(command[0], command)
-"""
-
-# Run inside the sandbox by the probe: home writable; every other visible mount read-only; hidden folders
-# empty; /proc private. Arguments: BOX HIDDEN...
-PROBE_CHECK = r"""
-import os, sys
-box, hidden = sys.argv[1], sys.argv[2:]
-open("probe", "w").write("ok")
-for line in open("/proc/self/mountinfo").read().splitlines():
-    point = line.split()[4].replace("\\040", " ")
-    if point in (box, "/proc") or point.startswith("/proc/") or any(point.startswith(h + "/") for h in hidden):
-        continue
-    try:
-        if not os.statvfs(point).f_flag & os.ST_RDONLY:
-            sys.exit(f"{point} is writable")
-    except OSError:
-        pass
-if any(os.path.isdir(h) and os.listdir(h) for h in hidden):
-    sys.exit("a hidden folder is visible")
-if len([p for p in os.listdir("/proc") if p.isdigit()]) > 5:
-    sys.exit("/proc is not private")
-"""
+# Stand-alone scripts run by the local backend: the mount-namespace set-up before the worker, and its probe.
+MOUNT_SETUP = Path(__file__).resolve().parent / "mount_setup.py"
+MOUNT_PROBE = Path(__file__).resolve().parent / "mount_probe.py"
 
 
 @functools.lru_cache(maxsize=1)
@@ -167,31 +77,34 @@ def _needed() -> tuple[str, ...]:
             spec = importlib.util.find_spec(mod)
         except (ImportError, ValueError):
             spec = None
-        if spec and spec.origin:
-            keep.add(os.path.dirname(spec.origin))
+        if spec and spec.origin:  # the whole site folder: wheels keep libraries beside the package (numpy.libs)
+            keep.add(os.path.dirname(os.path.dirname(spec.origin)))
     return tuple(sorted({os.path.realpath(p) for p in keep if p}))
 
 
 def cover_tmp() -> bool:
     """Whether the worker's tmpfs can replace /tmp: not when /tmp itself is (inside) a folder the interpreter
-    needs. Folders it needs *under* /tmp (a venv there) are mounted back into the new /tmp (see SETUP)."""
+    needs. Folders it needs *under* /tmp (a venv there) are mounted back into the new /tmp (see mount_setup.py)."""
     tmp = os.path.realpath("/tmp")
     return os.path.isdir("/tmp") and not any(_inside(tmp, k) for k in _needed())
 
 
-def kept_under_tmp() -> list[str]:
-    """The folders under /tmp the worker needs (outermost only), as paths under /tmp."""
+def keeps(cover: bool, hidden) -> list[str]:
+    """The folders the worker needs (outermost only) that lie inside what the set-up covers (/tmp when
+    ``cover``, and the hidden folders): mount_setup.py carries them across, so only they show there."""
     tmp = os.path.realpath("/tmp")
-    inside = sorted(k for k in _needed() if _inside(k, tmp) and k != tmp)
+    covered = ([tmp] if cover else []) + [h for h in hidden if os.path.isdir(h)]
+    inside = sorted(k for k in _needed() if any(_inside(k, c) for c in covered))
     outer = [k for k in inside if not any(o != k and _inside(k, o) for o in inside)]
-    return [os.path.join("/tmp", os.path.relpath(k, tmp)) for k in outer]
+    return [os.path.join("/tmp", os.path.relpath(k, tmp)) if cover and _inside(k, tmp) else k for k in outer]
 
 
 @functools.lru_cache(maxsize=1)
 def hidden_paths() -> tuple[str, ...]:
     """What the worker must not see (when a mount namespace is available): every top-level folder but the
     system ones, the grader's own packages and a source checkout holding them wherever they are, and a few
-    credential files. Never a folder that holds something in :func:`_needed` (or /tmp, which is replaced)."""
+    credential files. A hidden folder that holds something in :func:`_needed` is covered all the same, and the
+    needed folders are mounted back inside it (:func:`keeps`); /tmp is replaced, not hidden."""
     import importlib.util
 
     found: set[str] = set()
@@ -217,18 +130,15 @@ def hidden_paths() -> tuple[str, ...]:
         if any(os.path.exists(os.path.join(parent, m)) for m in ("pyproject.toml", "setup.py", ".git")):
             found.add(parent)
     found.update(p for p in SENSITIVE if os.path.exists(p))
-    keep = set(_needed()) | {os.path.realpath("/tmp")}
-    found = {d for d in found if d != "/" and not any(_inside(k, d) for k in keep)}
+    tmp = os.path.realpath("/tmp")
+    found = {d for d in found if d != "/" and not _inside(tmp, d)}
     return tuple(sorted(d for d in found if not any(o != d and _inside(d, o) for o in found)))
 
 
 def _mount_command(prefix: tuple[str, ...], box: str, size_mb: int, cover: bool, hidden,
                    command: list[str]) -> list[str]:
-    import json
-
-    spec = {"box": box, "size_mb": int(size_mb), "cover": cover, "keep": kept_under_tmp() if cover else [],
-            "hidden": list(hidden)}
-    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], sys.executable, "-I", "-S", "-B", "-c", SETUP,
+    spec = {"box": box, "size_mb": int(size_mb), "cover": cover, "keep": keeps(cover, hidden), "hidden": list(hidden)}
+    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], sys.executable, "-I", "-S", "-B", str(MOUNT_SETUP),
             json.dumps(spec), *command]
 
 
@@ -238,12 +148,13 @@ def _probe_cache() -> Path | None:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return None
-    from .. import __version__
+    from harness import __version__
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn-grader"
     import hashlib
 
-    digest = hashlib.sha256("\0".join((sys.executable, __version__, SETUP, PROBE_CHECK)).encode()).hexdigest()
+    scripts = MOUNT_SETUP.read_text() + MOUNT_PROBE.read_text()
+    digest = hashlib.sha256("\0".join((sys.executable, __version__, scripts)).encode()).hexdigest()
     key = f"{boot}-{os.getuid()}-{digest[:16]}"
     return base / f"mount-probe-{key}"
 
@@ -274,12 +185,16 @@ def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
         box = os.path.join(probe, "box")
         for folder in (box, os.path.join(probe, ".worker")):
             os.mkdir(folder)
+        for script in (MOUNT_SETUP, MOUNT_PROBE):  # the probe runs from the box: the grader is hidden by then
+            shutil.copyfile(script, os.path.join(probe, ".worker", script.name))
         open(os.path.join(probe, "submission.py"), "w").close()
         cover = cover_tmp()
         root = "/tmp" if cover else box
         hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(probe), d)]
-        cmd = _mount_command(prefix, box, 1, cover, hidden,
-                             [sys.executable, "-I", "-S", "-c", PROBE_CHECK, root, *hidden])
+        check = json.dumps({"hidden": hidden, "keep": keeps(cover, hidden)})
+        cmd = _mount_command(prefix, box, 1, cover, hidden, [sys.executable, "-I", "-S", "-B",
+                                                             os.path.join(root, ".worker", MOUNT_PROBE.name), root,
+                                                             check])
         try:
             done = subprocess.run(cmd, capture_output=True, timeout=10, env=scrubbed_env(os.path.join(root, "home")),
                                   cwd=probe)
@@ -380,7 +295,7 @@ class LocalSandbox(Sandbox):
 
     def start(self, *, track: str, entry: str, submission: Path, limits: Limits) -> WorkerHandle:
         if not mount_isolation() and os.path.exists("/.dockerenv") and reachable_docker_socket():
-            from ..errors import InfrastructureError
+            from harness.core.errors import InfrastructureError
 
             raise InfrastructureError(  # e.g. the grader container of docker-compose.yml, which mounts the socket
                 f"refusing to run a submission in a local process inside a container that can reach the Docker "

@@ -1,0 +1,48 @@
+"""What every command shares: a library error as one `grade: error: ...` line with its exit code, and the
+colours of status words (one table: :mod:`harness.reports.style`)."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from harness.core.errors import GraderError
+from harness.reports.style import COLOUR, MARK
+
+_WORDS = {**{m: COLOUR[s] for s, m in MARK.items()}, **{s.upper(): c for s, c in COLOUR.items()},
+          "diagnosis:": "magenta", "hint:": "cyan"}
+_FIRST_WORD = re.compile(r"(?<!\S)(" + "|".join(re.escape(w) for w in sorted(_WORDS, key=len, reverse=True))
+                         + r")(?!\S)")
+
+
+class GraderClickError(click.ClickException):
+    """A library error as a one-line CLI message with the documented exit code."""
+
+    def __init__(self, error: GraderError):
+        super().__init__(error.message + (f" (fix: {error.hint})" if getattr(error, "hint", "") else ""))
+        self.exit_code = error.exit_code
+
+    def show(self, file=None):
+        click.echo(f"grade: error: {self.format_message()}", err=True)
+
+
+def fail(error: GraderError):
+    raise GraderClickError(error) from None
+
+
+def style(line: str) -> str:
+    """Colour the first status word of a line (click drops colours when not on a terminal)."""
+    m = _FIRST_WORD.search(line)
+    if not m:
+        return line
+    word = m.group(1)
+    return line[:m.start()] + click.style(word, fg=_WORDS[word], bold=True) + line[m.end():]
+
+
+def console():
+    """Rich console; when not on a terminal (CI logs, pipes) wide enough that rows do not fold."""
+    from rich.console import Console
+
+    out = Console()
+    return out if out.is_terminal else Console(width=200)

@@ -1,0 +1,55 @@
+"""The `grade` command line: the group, the default command and the edge where errors become exit codes.
+Each command is a short function over a library call, in a module of its own beside this one.
+
+Exit codes (harness.core.errors): 0 all passed; 1 graded and something failed; 2 bad usage or unusable input;
+3 infrastructure fault.
+"""
+
+from __future__ import annotations
+
+import click
+
+from harness.cli import batch, report, run, sandbox
+from harness.cli.common import fail
+from harness.core.errors import GraderError, InfrastructureError
+
+
+class DefaultGroup(click.Group):
+    """`grade EXERCISE FILE` is short for `grade run EXERCISE FILE`. An exception that escapes a command is a
+    fault of the grader: one line and exit 3, never exit 1 (which would read as a failed submission)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+            raise
+        except GraderError as exc:
+            fail(exc)
+        except Exception as exc:
+            fail(InfrastructureError(f"internal grader error: {type(exc).__name__}: {exc}"))
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="attention-grader")
+def main():
+    """Grade attention implementations (MHA, masked MHA, cross-attention, GQA) in NumPy or PyTorch.
+
+    \b
+    grade list                       the exercises and their tracks
+    grade start mha --track numpy    write the stub to start from
+    grade mha my_mha.py              grade a file (short for `grade run`)
+
+    \b
+    Exit codes: 0 passed, 1 graded and failed, 2 bad usage, 3 infrastructure fault.
+    `grade COMMAND --help` for each command's options.
+    """
+
+
+for command in (run.list_cmd, run.start, run.run, sandbox.sandbox, batch.batch_cmd, report.report_cmd,
+                report.compare_cmd):
+    main.add_command(command)

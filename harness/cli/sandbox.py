@@ -1,0 +1,60 @@
+"""`grade sandbox build|doctor|status`: the Docker sandbox image."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from harness.cli.common import fail
+from harness.core.errors import EXIT_FAILED, EXIT_PASSED, GraderError
+
+
+@click.group(short_help="Build and check the Docker sandbox image.")
+def sandbox():
+    """Build and check the Docker sandbox image."""
+
+
+@sandbox.command("build", short_help="Build the sandbox image (Python, NumPy, CPU torch).")
+@click.option("--base-image", help="Base image (default python:3.11-slim; air-gapped: a local image).")
+@click.option("--wheels", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Folder of wheels (numpy, torch==2.13.0 and deps) to install offline.")
+@click.option("--tag", help="Image tag (default attn-grader-sandbox:<harness version>).")
+def sandbox_build(base_image, wheels, tag):
+    """Build the sandbox image (Python, NumPy, CPU torch, the worker; no grader code)."""
+    from harness.sandbox.image import build_image
+
+    try:
+        built = build_image(base_image=base_image, wheels=wheels, tag=tag,
+                            progress=lambda line: click.echo(line, err=True))
+    except GraderError as exc:
+        fail(exc)
+    click.echo(built)
+
+
+@sandbox.command("doctor", short_help="Check engine, image and limits, with fix hints.")
+@click.option("--image", help="Image to check (default: the one --sandbox docker uses).")
+def sandbox_doctor(image):
+    """Check engine, image and limits; each line ok or a fix hint. Exit 1 if docker grading would fail."""
+    from harness.sandbox.image import doctor
+
+    checks = doctor(image=image)
+    for c in checks:
+        click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+        if not c.ok and c.hint:
+            click.echo(f"     fix: {c.hint}")
+    sys.exit(EXIT_PASSED if all(c.ok for c in checks) else EXIT_FAILED)
+
+
+@sandbox.command("status", short_help="Exit 0 iff the sandbox image is present and current (quick).")
+@click.option("--image", help="Image to check (default: the one --sandbox docker uses).")
+def sandbox_status(image):
+    """Engine reachable, image present and built from this harness and worker: exit 0, else 1 (no container
+    is started; `doctor` also checks the limits)."""
+    from harness.sandbox.docker import probe
+
+    checks = probe(image, timeout=3.0)
+    for c in checks:
+        click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+    sys.exit(EXIT_PASSED if checks and all(c.ok for c in checks) else EXIT_FAILED)

@@ -1,0 +1,57 @@
+"""The sidecar ``.npz`` of a report: small arrays kept from a grading run for the interviewer's HTML page (the
+case, the candidate's output and the float64 reference of a few failing tests; see
+:func:`harness.grading.artifacts.collect`). Plain arrays only (``allow_pickle=False``); the report's optional
+``artifacts`` property names the file, its sha256 and what each entry holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from pathlib import Path
+
+import numpy as np
+
+
+def save(items: list[dict], path: str | os.PathLike) -> dict:
+    """Write the arrays to ``path`` (.npz, atomically) and return the report's ``artifacts`` entry."""
+    path = Path(path)
+    flat, meta = {}, []
+    for i, item in enumerate(items):
+        key = f"t{i}"
+        for name, arr in item["arrays"].items():
+            flat[f"{key}__{name}"] = arr
+        meta.append({"test_id": item["test_id"], "key": key, "h": item["h"], "g": item["g"],
+                     "dtype": item["dtype"], "fields": sorted(item["arrays"])})
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **flat)
+    data = buf.getvalue()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return {"file": path.name, "sha256": hashlib.sha256(data).hexdigest(), "items": meta}
+
+
+def load(report: dict, report_path: str | os.PathLike | None) -> list[dict]:
+    """The items of a report's sidecar, or [] when there is none (or it does not match its recorded hash)."""
+    entry = report.get("artifacts")
+    if not entry or report_path is None:
+        return []
+    path = Path(report_path).resolve().parent / Path(entry["file"]).name
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
+    if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+        return []
+    items = []
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        for meta in entry.get("items", []):
+            arrays = {f: npz[f"{meta['key']}__{f}"] for f in meta["fields"] if f"{meta['key']}__{f}" in npz}
+            items.append({**meta, "arrays": arrays})
+    return items

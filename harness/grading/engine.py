@@ -1,0 +1,242 @@
+"""The library entry point: ``grade(*, exercise, submission, ...)`` -> :class:`Report`. Never raises for a bad
+submission (that is a report); raises :class:`UsageError` for unusable input and :class:`InfrastructureError`
+when the grader itself cannot run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+import time
+import warnings
+from typing import TYPE_CHECKING, Callable
+
+from harness import __version__
+from harness.core.errors import GraderError, InfrastructureError, UsageError
+from harness.core.exercises import Exercise, check_track, get_exercise
+from harness.core.report import Diagnosis, Report, TestResult
+from harness.core.text import clean_text
+from harness.grading.submission import banned_api_uses, detect_track, load_submission
+from harness.sandbox import Limits, get_sandbox
+
+if TYPE_CHECKING:  # imported at run time only where used: the worker starts before the host imports NumPy
+    from harness.grading.plugin import GraderPlugin
+    from harness.session.channel import WorkerSession
+
+
+def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", sandbox: str = "auto",
+          seed: int = 0, limits: Limits | dict | None = None, notice: Callable[[str], None] | None = None,
+          diagnose: bool = True, keep_artifacts: bool = False,
+          progress: Callable[[int, int, str | None], None] | None = None) -> Report:
+    """``keep_artifacts``: also keep, as ``report.artifacts`` (not part of the JSON), the arrays of a few failing
+    forward tests (case, candidate output, reference; size-capped) for the HTML report's plots.
+
+    ``progress``: called as ``progress(index, total, test_id)`` when each test starts, then ``(total, total, None)``
+    when the suite is over (see harness/grading/progress.py).
+
+    Runs under the host's own warning filters, whatever the environment sets (PYTHONWARNINGS=error, -W ...): a
+    warning raised while grading is recorded in ``environment.host_warnings``, never an exception. Any exception
+    that is not one of the library's own is a fault of the grader: it becomes an :class:`InfrastructureError`."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        try:
+            report = _grade(exercise=exercise, submission=submission, track=track, sandbox=sandbox, seed=seed,
+                            limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts,
+                            progress=progress)
+        except GraderError:
+            raise
+        except Exception as exc:
+            raise InfrastructureError(f"internal grader error: {type(exc).__name__}: {clean_text(str(exc), 300)}",
+                                      ) from exc
+    host_warnings = sorted({clean_text(f"{w.category.__name__}: {w.message}", 200) for w in seen})[:5]
+    if host_warnings:
+        report.environment["host_warnings"] = host_warnings
+    return report
+
+
+def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox: str, seed: int,
+           limits: Limits | dict | None, notice: Callable[[str], None] | None, diagnose: bool,
+           keep_artifacts: bool, progress: Callable[[int, int, str | None], None] | None) -> Report:
+    t0 = time.monotonic()
+    ex = get_exercise(exercise)
+    sub = load_submission(submission)
+    if track == "auto":
+        track = detect_track(sub, ex)
+    check_track(track)
+    lim = Limits().replace(**ex.limits)
+    if isinstance(limits, Limits):
+        lim = limits
+    elif limits:
+        lim = lim.replace(**limits)
+    box = get_sandbox(sandbox, notice=notice)
+
+    from harness.session.channel import WorkerSession
+
+    session = WorkerSession(box, track=track, entry=ex.entry(track), submission=sub.path.resolve(), limits=lim)
+    session.start()  # the worker's imports (torch!) overlap everything below
+    try:
+        t_started = time.monotonic()
+        results, observations, plugin = _run_suite(ex, track, session, seed, progress)
+        t_suite = time.monotonic()
+        diagnosis = []
+        failing = [r for r in results if r.status != "passed"]
+        if diagnose and failing and session.ready_error is None:
+            from graders.mutants.diagnose import diagnose as run_diagnosis
+
+            diagnosis = run_diagnosis(ex.name, track, observations, results)
+        artifacts = None
+        if keep_artifacts:
+            from harness.grading.artifacts import collect
+
+            artifacts = collect(observations, results)
+        banned = _banned_api_result(track, sub.text, session.tripwires, any(r.status == "passed" for r in results))
+        if banned is not None:
+            results.append(banned)
+    finally:
+        session.close()
+    _fit_budget(results)
+    t_end = time.monotonic()
+    verdict = "passed"
+    if any(r.status != "passed" for r in results) or not results:
+        verdict = "error" if (session.ready_error is not None or not results) else "failed"
+    env = {"sandbox": box.name, "python": platform.python_version(), "numpy": _version("numpy"),
+           "torch": _version("torch") if track == "torch" else None, "harness": __version__, "seed": seed,
+           "limits": lim.to_dict(), "worker_starts": session.starts, **box.describe()}
+    if session.worker_versions:
+        env["worker"] = session.worker_versions
+    if plugin.collection_errors:
+        env["collection_errors"] = plugin.collection_errors[:3]
+    report = Report(exercise=ex.name, track=track, verdict=verdict,
+                    score=round(sum(r.points for r in results), 4),
+                    max_score=round(sum(r.max_points for r in results), 4),
+                    tests=results, diagnosis=[d if isinstance(d, Diagnosis) else Diagnosis(**d) for d in diagnosis],
+                    environment=env, submission=sub.to_dict(),
+                    timings={"total_s": round(t_end - t0, 3), "suite_s": round(t_suite - t_started, 3),
+                             "diagnosis_s": round(t_end - t_suite, 3)}, artifacts=artifacts)
+    return report
+
+
+REPORT_TEXT_BUDGET = 160_000  # bytes of JSON for all tests together; the whole report stays well under 256 KB
+
+
+def _fit_budget(results) -> None:
+    """Bound the report's size whatever the candidate's text: each field is already truncated, but a message of
+    astral-plane characters costs 12 bytes per character in ASCII JSON, repeated over every test. Past the budget,
+    every test but the first keeps shorter messages and diagnostics (halving until it fits)."""
+    import json
+
+    from harness.core.text import clean_text
+
+    def size() -> int:
+        return len(json.dumps([r.to_dict() for r in results], default=str))
+
+    def shrink(value: object, n: int) -> object:
+        if isinstance(value, str):
+            return clean_text(value, n, keep_newlines="\n" in value)
+        if isinstance(value, dict):
+            return {k: shrink(v, n) for k, v in list(value.items())[:20]}
+        if isinstance(value, (list, tuple)):
+            return [shrink(v, n) for v in list(value)[:10]]
+        return value
+
+    limit = 800
+    while limit >= 25 and size() > REPORT_TEXT_BUDGET:
+        for r in results[1:]:
+            r.message = clean_text(r.message, limit)
+            r.diagnostics = shrink(r.diagnostics, limit)
+        limit //= 2
+    if size() > REPORT_TEXT_BUDGET:  # still too big (absurd test counts): keep ids and statuses only
+        for r in results:
+            r.message, r.diagnostics = clean_text(r.message, 100), {}
+
+
+def _version(module: str) -> str | None:
+    mod = sys.modules.get(module)
+    if mod is None:
+        try:
+            from importlib.metadata import version
+
+            return version(module)
+        except Exception:
+            return None
+    return getattr(mod, "__version__", None)
+
+
+def _banned_api_result(track: str, text: str, tripwires: set[str], anything_passed: bool) -> TestResult | None:
+    """The banned-API structure test (torch track): a runtime tripwire in the worker plus a static scan here.
+    It earns its point only alongside real work: with nothing else passing (a stub) it is not assessed."""
+    if track != "torch":
+        return None
+    static = banned_api_uses(text)
+    fired = sorted(tripwires)
+    if static or fired:
+        status = "failed"
+        message = ("uses a built-in attention API, which this exercise asks you to implement yourself: "
+                   + ", ".join(sorted(set(static) | set(fired))))
+    elif anything_passed:
+        status, message = "passed", ""
+    else:
+        status, message = "skipped", "not assessed: none of the other tests passed"
+    return TestResult(id="test_no_builtin_attention", category="structure", status=status,
+                      points=1.0 if status == "passed" else 0.0, max_points=1.0, visibility="visible",
+                      message=message, diagnostics={"static_scan": static, "runtime_tripwire": fired},
+                      description="does not call F.scaled_dot_product_attention / nn.MultiheadAttention")
+
+
+def _run_suite(ex: Exercise, track: str, session: WorkerSession, seed: int,
+               progress: Callable[[int, int, str | None], None] | None = None
+               ) -> tuple[list[TestResult], list, GraderPlugin]:
+    import pytest
+
+    from harness.session.candidate import Candidate
+    from harness.grading.plugin import GraderPlugin
+
+    plugin = GraderPlugin(candidate=Candidate(session, ex, track), exercise=ex, track=track, seed=seed)
+    suite = ex.suite_dir
+    if not suite.is_dir():
+        raise UsageError(f"exercise {ex.name!r} has no hidden suite at {suite}")
+    off = ("cacheprovider", "terminal", "stepwise", "warnings", "unraisableexception", "threadexception",
+           "doctest", "junitxml", "pastebin", "legacypath", "debugging", "faulthandler", "logging", "setuponly",
+           "setupplan", "nose", "tmpdir", "monkeypatch", "recwarn", "capture")
+    args = [str(suite), *[a for name in off for a in ("-p", f"no:{name}")], "--assert=plain",
+            "--import-mode=importlib", "--rootdir", str(suite), "-c", str(suite.parent / "suite.ini"),
+            "-o", "python_files=test_*.py"]
+    saved = {k: os.environ.pop(k, None) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        with contextlib.redirect_stdout(sys.stderr if os.environ.get("GRADER_DEBUG") else _Null()):
+            code = pytest.main(args, plugins=[plugin, *_progress_plugin(progress)])
+    finally:
+        for k, v in saved.items():
+            if v is not None:
+                os.environ[k] = v
+        if autoload is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = autoload
+    if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR) or plugin.collection_errors:
+        detail = "; ".join(plugin.collection_errors)[:500] or f"pytest exit code {int(code)}"
+        raise InfrastructureError(f"the hidden suite for {ex.name!r} could not run: {detail}")
+    if plugin.infra_faults:
+        raise InfrastructureError(f"the hidden suite for {ex.name!r} failed on the grader's side (no test is charged "
+                                  f"to the submission): {plugin.infra_faults[0]}", faults=plugin.infra_faults)
+    return plugin.ordered_results(), plugin.observations, plugin
+
+
+def _progress_plugin(progress) -> list:
+    if progress is None:
+        return []
+    from harness.grading.progress import SuiteProgress
+
+    return [SuiteProgress(progress)]
+
+
+class _Null:
+    def write(self, s: str) -> int:
+        return len(s)
+
+    def flush(self) -> None:
+        pass

@@ -1,0 +1,210 @@
+"""The pytest plugin that runs a hidden suite in-process against the sandboxed candidate and builds results.
+
+Suites are ordinary pytest files. They use the fixtures below (``candidate``, ``rng``, ``record``, ``track``,
+``exercise``) and one marker per test: ``@pytest.mark.grade(category, points=1, visibility="visible")``;
+``@pytest.mark.tracks("torch")`` limits a test to some tracks (others never see it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+
+import numpy as np
+import pytest
+
+from harness.core.case import Case
+from harness.core.checks import CheckFailure
+from harness.core.errors import CandidateException, GraderError, WorkerFault
+from harness.core.exercises import Exercise
+from harness.core.report import CATEGORIES, TestResult
+from harness.core.text import clean_text
+from harness.session.candidate import Candidate, StructureError
+
+
+@dataclasses.dataclass
+class Observation:
+    """A forward output the candidate produced for a case, kept for diagnosis (host-side only)."""
+
+    test_id: str
+    case: object
+    out: np.ndarray
+    passed: bool
+    kind: str = "forward"
+    info: dict = dataclasses.field(default_factory=dict)
+
+
+class Recorder:
+    def __init__(self, plugin: GraderPlugin, test_id: str):
+        self.plugin, self.test_id = plugin, test_id
+
+    def forward(self, case: Case, out: np.ndarray | None, passed: bool, **info) -> None:
+        if out is not None:
+            self.plugin.observations.append(Observation(self.test_id, case, out, passed, "forward", info))
+
+    def note(self, **info) -> None:
+        """Extra diagnostics for this test's report entry (e.g. measured FLOPs), whatever its outcome."""
+        self.plugin.notes.setdefault(self.test_id, {}).update(info)
+
+    def signature(self, kind: str, **info) -> None:
+        """A non-numeric finding a diagnosis can use (e.g. kind='dtype', 'mutation')."""
+        self.plugin.observations.append(Observation(self.test_id, None, None, False, kind, info))
+
+
+def _status_for(exc: BaseException) -> tuple[str, str, dict] | None:
+    """The test status an exception stands for, or None when it is the grader's own fault (an infrastructure
+    error, a fixture or suite helper raising, a warning turned into an error): never charged to the candidate."""
+    if isinstance(exc, WorkerFault):
+        return exc.status, exc.message, dict(exc.diagnostics)
+    if isinstance(exc, CandidateException):
+        where = {"import": "while importing your file", "init": "in __init__", "load": "while loading weights",
+                 "forward": "in forward", "call": "in your function", "output": "while converting your output"}
+        diag = {"exception": exc.exc_type, "phase": exc.phase}
+        if exc.traceback:
+            diag["traceback"] = exc.traceback
+        return "error", f"your code raised {exc} ({where.get(exc.phase, exc.phase)})", diag
+    if isinstance(exc, (CheckFailure, StructureError)):
+        return "failed", exc.message, dict(exc.diagnostics)
+    if isinstance(exc, AssertionError) and not isinstance(exc, GraderError):
+        return "failed", str(exc).split("\nassert")[0], {}
+    return None
+
+
+PLUGIN_KEY = pytest.StashKey["GraderPlugin"]()
+
+
+class GraderPlugin:
+    def __init__(self, *, candidate: Candidate, exercise: Exercise, track: str, seed: int):
+        self._candidate, self._exercise, self._track, self.seed = candidate, exercise, track, seed
+        self.results: dict[str, TestResult] = {}
+        self.order: list[str] = []
+        self.observations: list[Observation] = []
+        self.collection_errors: list[str] = []
+        self.notes: dict[str, dict] = {}
+        self.infra_faults: list[str] = []  # the grader's own failures; any one makes the run an infrastructure error
+
+    # -- fixtures ---------------------------------------------------------------------------------
+    # Static methods that find this plugin through the config's stash: pytest 9.2 deprecates session-scoped
+    # fixtures defined as instance methods (their ``self`` is not the object the tests see).
+    @pytest.fixture(scope="session")
+    @staticmethod
+    def candidate(request: pytest.FixtureRequest) -> Candidate:
+        return request.config.stash[PLUGIN_KEY]._candidate
+
+    @pytest.fixture(scope="session")
+    @staticmethod
+    def track(request: pytest.FixtureRequest) -> str:
+        return request.config.stash[PLUGIN_KEY]._track
+
+    @pytest.fixture(scope="session")
+    @staticmethod
+    def exercise(request: pytest.FixtureRequest) -> Exercise:
+        return request.config.stash[PLUGIN_KEY]._exercise
+
+    @pytest.fixture
+    def rng(self, request: pytest.FixtureRequest) -> np.random.Generator:
+        return np.random.default_rng([self.seed, zlib.crc32(request.node.name.encode())])
+
+    @pytest.fixture
+    def record(self, request: pytest.FixtureRequest) -> Recorder:
+        return Recorder(self, self._test_id(request.node))
+
+    # -- hooks ------------------------------------------------------------------------------------
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.stash[PLUGIN_KEY] = self
+        config.addinivalue_line("markers", "grade(category, points=1, visibility='visible'): grading metadata")
+        config.addinivalue_line("markers", "tracks(*names): tracks this test applies to")
+
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        keep, drop = [], []
+        for item in items:
+            marker = item.get_closest_marker("tracks")
+            (keep if marker is None or self._track in marker.args else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        self.order = [self._test_id(i) for i in keep]
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.collection_errors.append(clean_text(str(report.longrepr), 2000))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+        """Build the report ourselves: pytest's own would render a source-annotated traceback for every
+        failure (tens of ms each), which the grading report never shows."""
+        from _pytest.outcomes import Skipped
+        from _pytest.reports import TestReport
+
+        excinfo = call.excinfo
+        if excinfo is None:
+            outcome, longrepr = "passed", None
+        elif isinstance(excinfo.value, Skipped):
+            outcome, longrepr = "skipped", (str(item.path), 0, clean_text(str(excinfo.value), 200))
+        else:
+            outcome, longrepr = "failed", clean_text(f"{excinfo.typename}: {excinfo.value}", 500)
+        report = TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, outcome, longrepr,
+                            call.when, duration=call.duration, start=call.start, stop=call.stop)
+        if outcome == "failed" and _status_for(excinfo.value) is None:
+            self._infra_fault(item, call.when, excinfo.value)
+        elif call.when == "call" or (call.when == "setup" and outcome != "passed"):
+            self.results[self._test_id(item)] = self._result(item, call, report)
+        return report
+
+    def _infra_fault(self, item, when: str, exc: BaseException) -> None:
+        """Not the candidate's doing: remember it and stop the session (the run ends as an infrastructure error,
+        with no test charged to the candidate)."""
+        where = f"{self._test_id(item)} ({when})" if when != "call" else self._test_id(item)
+        self.infra_faults.append(clean_text(f"{where}: {type(exc).__name__}: {exc}", 500))
+        item.session.shouldstop = "infrastructure fault"
+
+    # -- helpers ----------------------------------------------------------------------------------
+    @staticmethod
+    def _test_id(item: pytest.Item) -> str:
+        return item.name
+
+    def _result(self, item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> TestResult:
+        marker = item.get_closest_marker("grade")
+        meta = dict(marker.kwargs) if marker else {}
+        if marker and marker.args:
+            meta.setdefault("category", marker.args[0])
+        category = meta.get("category", "numeric")
+        assert category in CATEGORIES, f"unknown category {category!r} on {item.nodeid}"
+        max_points = float(meta.get("points", 1))
+        doc = (getattr(item.function, "__doc__", None) or "").strip().splitlines()
+        if report.skipped:
+            status, message, diagnostics = "skipped", "", {}
+        elif call.excinfo is None:
+            status, message, diagnostics = "passed", "", {}
+        else:
+            status, message, diagnostics = _status_for(call.excinfo.value)  # not None: see makereport
+        diagnostics = {**self.notes.get(self._test_id(item), {}), **diagnostics}
+        return TestResult(
+            id=self._test_id(item), category=category, status=status,
+            points=max_points if status == "passed" else 0.0, max_points=max_points,
+            visibility=meta.get("visibility", "visible"), message=clean_text(message, 1500),
+            diagnostics=_clean_diagnostics(diagnostics), duration_s=round(float(call.duration), 4),
+            description=clean_text(doc[0] if doc else "", 300))
+
+    def ordered_results(self) -> list[TestResult]:
+        return [self.results[t] for t in self.order if t in self.results]
+
+
+def _clean_diagnostics(diag: dict) -> dict:
+    out = {}
+    for key, value in list(diag.items())[:40]:
+        key = clean_text(str(key), 60)
+        if isinstance(value, str):
+            value = clean_text(value, 2000, keep_newlines=key == "traceback")
+        elif isinstance(value, (list, tuple)):
+            value = [v if isinstance(v, (int, float, bool, type(None))) else clean_text(str(v), 200)
+                     for v in list(value)[:50]]
+        elif isinstance(value, dict):
+            value = _clean_diagnostics(value)
+        elif isinstance(value, float) and not np.isfinite(value):
+            value = str(value)
+        elif not isinstance(value, (int, float, bool, type(None))):
+            value = clean_text(str(value), 200)
+        out[key] = value
+    return out

@@ -1,0 +1,65 @@
+"""What every renderer says about a report: points and tests per category, failures grouped (an import error
+shown once), why a report is an error, its title."""
+
+from __future__ import annotations
+
+import json
+
+from harness.core.report import CATEGORIES, batch_error
+
+
+def category_scores(report: dict) -> list[dict]:
+    cats: dict[str, dict] = {}
+    for t in report.get("tests", []):
+        c = cats.setdefault(t["category"], {"category": t["category"], "score": 0.0, "max_score": 0.0,
+                                            "passed": 0, "total": 0})
+        c["score"] += t["points"]
+        c["max_score"] += t["max_points"]
+        c["passed"] += t["status"] == "passed"
+        c["total"] += 1
+    return [cats[c] for c in CATEGORIES if c in cats] + [v for k, v in cats.items() if k not in CATEGORIES]
+
+
+def failure_groups(tests: list[dict]) -> list[list[dict]]:
+    """Failing tests (not passed, not skipped) grouped by identical status, message and diagnostics, in order
+    of first appearance: an import error or a worker that stopped answering fails every test the same way,
+    and is shown once."""
+    groups: dict[str, list[dict]] = {}
+    for t in tests:
+        if t["status"] in ("passed", "skipped"):
+            continue
+        key = json.dumps([t["status"], t.get("message", ""), t.get("diagnostics", {})], sort_keys=True,
+                         default=str)
+        groups.setdefault(key, []).append(t)
+    return list(groups.values())
+
+
+def error_reason(report: dict, limit: int = 100) -> str:
+    """Why a report's verdict is ``error``, in one short line: the batch's own error (``usage: ...``,
+    ``infrastructure: ...``), else the failure most tests share (an import error, a dead worker). Empty for
+    other verdicts."""
+    err = batch_error(report)
+    if err:
+        text = f"{err.get('kind')}: {err.get('message', '')}"
+    elif report.get("verdict") == "error":
+        groups = failure_groups(report.get("tests", []))
+        biggest = max(groups, key=len) if groups else None
+        text = biggest[0].get("message", "") if biggest else "no test ran"
+    else:
+        return ""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def title_of(report: dict) -> str:
+    return report.get("submission", {}).get("path") or report.get("submission", {}).get("sha256", "")[:12]
+
+
+def fmt(x) -> str:
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(fmt(v) for v in x) + "]"
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k}={fmt(v)}" for k, v in x.items()) + "}"
+    return str(x)

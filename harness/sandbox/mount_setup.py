@@ -1,0 +1,146 @@
+"""Set up the local worker's mount namespace, then exec the worker. Stand-alone: standard library only.
+
+Runs as root of a new mount namespace (after ``unshare --mount``, before the worker):
+
+    python -I -S -B mount_setup.py SPEC_JSON COMMAND...     SPEC = {"box", "size_mb", "cover", "keep", "hidden"}
+
+1. a size-capped tmpfs at BOX gets a copy of the worker, the submission and an empty home;
+2. the folders the interpreter needs that lie inside what is about to be covered (``keep``: a venv under /tmp,
+   Python under /root, site-packages under /work...) are bind-mounted into the box, to be carried across;
+3. with ``cover``, the box is moved onto /tmp (hiding all of the host's /tmp at once: other checkouts, sockets,
+   other graders' scratch folders);
+4. every ``hidden`` folder is covered by an empty tmpfs (a file by /dev/null; one that is gone is skipped);
+5. the ``keep`` folders are moved back to their own paths, on top of the new /tmp or of the cover, which is then
+   made read-only: nothing else of /tmp or of a hidden folder shows, and nothing depends on entries that other
+   processes own (no check-then-mount race);
+6. every other writable mount but the box and /proc is re-mounted read-only; the worker starts in BOX/home.
+
+A failure here kills the worker before its boot frame: the host retries it, then reports a grader fault.
+"""
+
+import ctypes
+import errno
+import json
+import os
+import shutil
+import sys
+
+# mount(2) flags
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC = 1, 2, 4, 8, 32, 4096, 8192, 16384
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+KEEP_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC, os.ST_NOATIME: MS_NOATIME,
+              os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME}
+_libc = None
+
+
+def mount(source, target, fstype, flags, data=None) -> None:
+    global _libc
+    _libc = _libc or ctypes.CDLL(None, use_errno=True)
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    if _libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def unescape(field: str) -> str:
+    """A mount point as /proc/self/mountinfo writes it (octal escapes for space, tab, newline, backslash)."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def mount_points() -> list:
+    with open("/proc/self/mountinfo") as f:
+        return [unescape(line.split()[4]) for line in f.read().splitlines()]
+
+
+def inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def skipped(point: str, box: str) -> bool:
+    """Mounts the read-only pass leaves alone: the box and /proc (what lies under a cover no longer resolves)."""
+    return point in (box, "/proc") or point.startswith("/proc/")
+
+
+def fill_box(box: str, size_mb: int) -> None:
+    src = os.path.dirname(box)
+    mount("grader-tmp", box, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_mb}m,mode=0755")
+    shutil.copytree(os.path.join(src, ".worker"), os.path.join(box, ".worker"))
+    shutil.copyfile(os.path.join(src, "submission.py"), os.path.join(box, "submission.py"))
+    os.mkdir(os.path.join(box, "home"), 0o700)
+
+
+def stash_keeps(box: str, keep) -> None:
+    for i, path in enumerate(keep):
+        os.makedirs(os.path.join(box, ".keep", str(i)))
+        mount(path, os.path.join(box, ".keep", str(i)), None, MS_BIND | MS_REC)
+
+
+def hide(hidden, keep) -> list:
+    """Cover each hidden path; return the covers that must take keep folders (left writable until then)."""
+    open_covers = []
+    for path in hidden:
+        takes = any(inside(k, path) for k in keep)
+        try:
+            if os.path.isdir(path):
+                flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | (0 if takes else MS_RDONLY)
+                mount("grader-hidden", path, "tmpfs", flags, "size=64k,mode=0755")
+                if takes:
+                    open_covers.append(path)
+            else:
+                mount("/dev/null", path, None, MS_BIND)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:  # gone meanwhile: nothing left to hide
+                raise
+    return open_covers
+
+
+def restore_keeps(box: str, keep, open_covers) -> None:
+    stash = os.path.join(box, ".keep")
+    for i, path in enumerate(keep):
+        os.makedirs(path, exist_ok=True)
+        mount(os.path.join(stash, str(i)), path, None, MS_MOVE)
+        os.rmdir(os.path.join(stash, str(i)))
+    if keep:
+        os.rmdir(stash)
+    for path in open_covers:
+        mount("none", path, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def read_only_elsewhere(box: str) -> None:
+    for point in mount_points():
+        if skipped(point, box):
+            continue
+        try:
+            current = os.statvfs(point).f_flag
+        except OSError:
+            continue
+        if current & os.ST_RDONLY:
+            continue
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+        for st, ms in KEEP_FLAGS.items():
+            flags |= ms if current & st else 0
+        try:
+            mount("none", point, None, flags)
+        except OSError:
+            pass
+
+
+def main(argv) -> None:
+    spec, command = json.loads(argv[0]), argv[1:]
+    box, keep, hidden = spec["box"], spec["keep"], spec["hidden"]
+    fill_box(box, spec["size_mb"])
+    stash_keeps(box, keep)
+    if spec["cover"]:
+        mount(box, "/tmp", None, MS_MOVE)
+        box = "/tmp"
+    open_covers = hide(hidden, keep)
+    restore_keeps(box, keep, open_covers)
+    read_only_elsewhere(box)
+    os.chdir(os.path.join(box, "home"))
+    os.execv(command[0], command)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,214 @@
+"""The `candidate` the hidden suites talk to: a proxy that turns a :class:`Case` into worker requests.
+
+The suite never sees the candidate's objects, only plain arrays the worker sent back; every check runs here,
+in the trusted process. The proxy knows the exercise's calling convention (exercise.json) and, on the torch
+track, loads the case's weights into the candidate's parameter layout (separate w_q/w_k/w_v/w_o or fused qkv).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from harness.core.case import Case
+from harness.session.channel import WorkerSession
+from harness.core.errors import GraderError
+from harness.core.exercises import Exercise
+from harness.worker import wire
+
+ARG_FIELDS = {"X": "x", "x": "x", "Y": "y", "context": "y", "Wq": "wq", "Wk": "wk", "Wv": "wv", "Wo": "wo",
+              "mask": "mask"}
+INT_FIELDS = {"h": "h", "n_heads": "h", "g": "g", "n_kv_heads": "g"}
+WEIGHTS = (("q", "wq", "bq"), ("k", "wk", "bk"), ("v", "wv", "bv"), ("o", "wo", "bo"))
+
+
+class StructureError(GraderError, AssertionError):
+    """The torch module's parameters are not in a layout the grader can load (a test failure, not a crash)."""
+
+    def __init__(self, message: str, diagnostics: dict | None = None):
+        super().__init__(message)
+        self.diagnostics = diagnostics or {}
+
+
+@dataclasses.dataclass
+class Result:
+    out: np.ndarray | None             # the output, when it was a plain array/tensor of a sendable dtype
+    info: dict                         # type, dtype (torch), exact_type, unsendable_dtype, too_large
+    grads: dict                        # case-space names: x, y, wq, ..., bo
+    inputs_after: dict                 # case-space names -> the arrays as the candidate left them
+    flops: int | None = None
+
+
+@dataclasses.dataclass
+class Layout:
+    kind: str                          # separate | fused
+    names: dict                        # case field (wq, bq, ...) -> parameter name
+    params: list                       # what the module declared: [{name, shape, dtype}]
+
+    @property
+    def count(self) -> int:
+        return int(sum(int(np.prod(p["shape"])) for p in self.params))
+
+
+def expected_layouts(exercise: Exercise, bias: bool) -> list[list[str]]:
+    suffixes = ("weight", "bias") if bias else ("weight",)
+    separate = [f"w_{t}.{s}" for t in "qkvo" for s in suffixes]
+    layouts = [separate]
+    if exercise.torch.get("fused_qkv"):
+        for out in ("w_o", "wo"):
+            layouts.append([f"qkv.{s}" for s in suffixes] + [f"{out}.{s}" for s in suffixes])
+    return layouts
+
+
+def match_layout(exercise: Exercise, params: list[dict], bias: bool, d: int, d_kv: int) -> Layout:
+    found = {p["name"]: tuple(p["shape"]) for p in params}
+    for names in expected_layouts(exercise, bias):
+        if set(found) != set(names):
+            continue
+        if names[0].startswith("qkv"):
+            out = names[-1].split(".")[0]
+            mapping = {"wqkv": "qkv.weight", "wo": f"{out}.weight"}
+            shapes = {"qkv.weight": (3 * d, d), f"{out}.weight": (d, d)}
+            if bias:
+                mapping.update(bqkv="qkv.bias", bo=f"{out}.bias")
+                shapes.update({"qkv.bias": (3 * d,), f"{out}.bias": (d,)})
+            kind = "fused"
+        else:
+            mapping = {w: f"w_{t}.weight" for t, w, _ in WEIGHTS}
+            out_dims = {"q": d, "k": d_kv, "v": d_kv, "o": d}
+            shapes = {f"w_{t}.weight": (out_dims[t], d) for t in "qkvo"}
+            if bias:
+                mapping.update({bb: f"w_{t}.bias" for t, _, bb in WEIGHTS})
+                shapes.update({f"w_{t}.bias": (out_dims[t],) for t in "qkvo"})
+            kind = "separate"
+        wrong = {n: (found[n], shapes[n]) for n in shapes if found[n] != shapes[n]}
+        if wrong:
+            detail = "; ".join(f"{n} has shape {list(a)}, expected {list(b)}" for n, (a, b) in wrong.items())
+            raise StructureError(f"parameter shapes do not match the {kind} layout: {detail}",
+                                 {"found": {n: list(s) for n, s in found.items()}})
+        return Layout(kind, mapping, params)
+    expected = " or ".join("{" + ", ".join(n) + "}" for n in expected_layouts(exercise, bias))
+    raise StructureError(
+        f"unrecognised parameter layout: found {{{', '.join(sorted(found)) or 'no parameters'}}}; expected {expected}",
+        {"found": sorted(found)[:50], "expected": expected_layouts(exercise, bias)})
+
+
+class Candidate:
+    """Proxy to the candidate's entry point in the sandbox worker."""
+
+    def __init__(self, session: WorkerSession, exercise: Exercise, track: str):
+        self.session, self.exercise, self.track = session, exercise, track
+        self.spec = exercise.track(track)
+        self._module_key = None
+        self._layout: Layout | None = None
+        self._layout_error: StructureError | None = None
+        self.calls = 0
+
+    # -- torch structure --------------------------------------------------------------------------
+    def build(self, *, d: int, h: int, g: int | None = None, bias: bool = True) -> Layout:
+        """Construct the module (if not already built with these arguments) and match its parameter layout."""
+        key = (d, h, g, bias)
+        if key != self._module_key:
+            ctor = {"d_model": d, "n_heads": h, "n_kv_heads": g if g is not None else h}
+            args = [ctor[name] for name in self.spec["init"]]
+            kwargs = {"bias": bias} if "bias" in self.spec.get("init_kwargs", []) else {}
+            self._module_key = None
+            head, _ = self.session.request({"op": "init", "args": args, "kwargs": kwargs})
+            self._module_key = key
+            self._layout, self._layout_error = None, None
+            d_kv = (g if g is not None else h) * (d // h)
+            try:
+                self._layout = match_layout(self.exercise, head.get("params", []), bias, d, d_kv)
+            except StructureError as exc:
+                self._layout_error = exc
+                self._params = head.get("params", [])
+        if self._layout_error:
+            raise self._layout_error
+        return self._layout
+
+    def parameters(self, *, d: int, h: int, g: int | None = None, bias: bool = True) -> list[dict]:
+        """The module's declared parameters (name, shape, dtype), whatever their layout."""
+        try:
+            return self.build(d=d, h=h, g=g, bias=bias).params
+        except StructureError:
+            return self._params
+
+    # -- running ----------------------------------------------------------------------------------
+    def run(self, case: Case, *, layout: str = "C", mode: str = "eval", grad_output: np.ndarray | None = None,
+            return_inputs: bool = False, flops: bool = False) -> Result:
+        """Run the candidate on ``case`` (its arrays already in the dtype under test)."""
+        self.calls += 1
+        if self.track == "numpy":
+            return self._run_numpy(case, layout, return_inputs)
+        return self._run_torch(case, layout, mode, grad_output, return_inputs, flops)
+
+    def _spec(self, name: str, case: Case, arrays: dict, layout: str, **extra) -> dict:
+        if name in INT_FIELDS:
+            return {"int": int(getattr(case, INT_FIELDS[name]))}
+        field = ARG_FIELDS[name]
+        value = getattr(case, field)
+        if value is None:
+            return {"none": True}
+        arrays[field] = value
+        spec = {"array": field}
+        if field != "mask" and layout != "C":
+            spec["layout"] = layout
+        spec.update(extra)
+        return spec
+
+    def _run_numpy(self, case: Case, layout: str, return_inputs: bool) -> Result:
+        arrays: dict = {}
+        args = [self._spec(n, case, arrays, layout) for n in self.spec["args"]]
+        kwargs = {n: self._spec(n, case, arrays, layout) for n in self.spec.get("kwargs", [])
+                  if getattr(case, ARG_FIELDS.get(n, INT_FIELDS.get(n, "")), None) is not None}
+        head, out = self.session.request(
+            {"op": "call", "args": args, "kwargs": kwargs, "return_inputs": return_inputs}, arrays)
+        inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
+        return Result(out.get(wire.OUT), head.get("output", {}), {}, inputs)
+
+    def _run_torch(self, case, layout, mode, grad_output, return_inputs, flops) -> Result:
+        lay = self.build(d=case.d, h=case.h, g=case.g, bias=case.has_bias)
+        dtype = str(case.x.dtype)
+        arrays: dict = {}
+        state = {}
+        values = {"wq": case.wq.T, "wk": case.wk.T, "wv": case.wv.T, "wo": case.wo.T,
+                  "bq": case.bq, "bk": case.bk, "bv": case.bv, "bo": case.bo}
+        if lay.kind == "fused":
+            values["wqkv"] = np.concatenate([case.wq.T, case.wk.T, case.wv.T], axis=0)
+            if case.has_bias:
+                values["bqkv"] = np.concatenate([case.bq, case.bk, case.bv])
+        for field, pname in lay.names.items():
+            arrays[wire.WEIGHT + field] = np.ascontiguousarray(values[field])
+            state[pname] = wire.WEIGHT + field
+        grad = grad_output is not None
+        args = [self._spec(n, case, arrays, layout, requires_grad=grad and n != "mask") for n in self.spec["forward"]]
+        kwargs = {n: self._spec(n, case, arrays, layout) for n in self.spec.get("forward_kwargs", [])
+                  if getattr(case, ARG_FIELDS[n], None) is not None}
+        req = {"op": "forward", "state": state, "dtype": dtype, "mode": mode, "args": args, "kwargs": kwargs,
+               "return_inputs": return_inputs, "flops": flops}
+        if grad:
+            arrays[wire.GRAD_OUTPUT] = grad_output
+            req["grad_output"] = wire.GRAD_OUTPUT
+        head, out = self.session.request(req, arrays)
+        grads, inputs = {}, {}
+        inverse = {pname: field for field, pname in lay.names.items()}
+        for key, value in out.items():
+            if key.startswith((wire.GRAD + wire.PARAM, wire.INPUT + wire.PARAM)):
+                target = grads if key.startswith(wire.GRAD) else inputs
+                field = inverse.get(key.split(wire.PARAM, 1)[1])
+                if field is None:
+                    continue
+                if field == "wqkv":
+                    for part, name in zip(np.split(value, 3, axis=0), ("wq", "wk", "wv")):
+                        target[name] = part.T
+                elif field == "bqkv":
+                    for part, name in zip(np.split(value, 3), ("bq", "bk", "bv")):
+                        target[name] = part
+                else:
+                    target[field] = value.T if field.startswith("w") else value
+            elif key.startswith(wire.GRAD):
+                grads[key[len(wire.GRAD):]] = value
+            elif key.startswith(wire.INPUT):
+                inputs[key[len(wire.INPUT):]] = value
+        return Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, head.get("flops"))

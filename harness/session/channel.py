@@ -1,0 +1,364 @@
+"""The host end of the worker pipe: framed requests with deadlines, a capped stderr, restarts after deaths.
+
+Everything read from the worker is validated by :mod:`harness.worker.wire`; anything malformed is the candidate's
+failure (status ``error``), never a crash of the grader.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Callable
+
+from harness.core.errors import CandidateException, InfrastructureError, WorkerFault
+from harness.sandbox.base import Limits, Sandbox, WorkerHandle
+from harness.core.text import clean_text
+
+
+class _StderrPump(threading.Thread):
+    """Drains the worker's stderr into a capped buffer; past the cap it flags the flood and stops keeping it."""
+
+    def __init__(self, stream: IO[bytes], cap: int, on_flood: Callable[[], None]):
+        super().__init__(daemon=True)
+        self.stream, self.cap, self.on_flood = stream, cap, on_flood
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.flooded = False
+
+    def run(self) -> None:
+        try:
+            while True:
+                chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+                if not chunk:
+                    return
+                self.size += len(chunk)
+                if self.size <= self.cap:
+                    self.chunks.append(chunk)
+                elif not self.flooded:
+                    self.flooded = True
+                    # kill from another thread and keep draining: a Docker client blocked on a full stderr pipe
+                    # would not exit until its pipes move, so a kill waited for here would stall ~15 s
+                    threading.Thread(target=self.on_flood, daemon=True).start()
+        except (OSError, ValueError):
+            return
+
+    def text(self, limit: int = 2000) -> str:
+        return clean_text(b"".join(self.chunks)[-limit * 4:].decode("utf-8", "replace"), limit)
+
+
+_OUTPUT_FIELDS = {"type": str, "exact_type": bool, "dtype": str, "requires_grad": bool, "unsendable_dtype": str}
+
+
+def _checked_header(head: dict) -> dict:
+    """Type-check the fields the host reads from a frame header. The worker is the candidate's process, so a
+    header may be forged: a field of the wrong type is a malformed frame (the candidate's failure), never an
+    exception inside the grader."""
+    from harness.worker.wire import WireError
+
+    if not isinstance(head.get("kind"), str):
+        raise WireError("frame header has no 'kind'")
+    if "output" in head:
+        info = head["output"]
+        if not isinstance(info, dict):
+            raise WireError("frame header field 'output' is not an object")
+        clean = {k: info[k] for k, kind in _OUTPUT_FIELDS.items() if isinstance(info.get(k), kind)}
+        for key in ("type", "dtype", "unsendable_dtype"):
+            if key in clean:
+                clean[key] = clean_text(clean[key], 200)
+        big = info.get("too_large")
+        if isinstance(big, list) and all(type(n) is int for n in big):
+            clean["too_large"] = big[:16]
+        head["output"] = clean
+    for key in ("params", "buffers"):
+        if key in head:
+            items = head[key]
+            if not (isinstance(items, list) and all(
+                    isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("shape"), list)
+                    and len(p["shape"]) <= 16 and all(type(n) is int and 0 <= n < 2 ** 40 for n in p["shape"])
+                    for p in items)):
+                raise WireError(f"frame header field {key!r} is malformed")
+            head[key] = [{"name": clean_text(p["name"], 200), "shape": p["shape"],
+                          "dtype": clean_text(str(p.get("dtype", "")), 40)} for p in items[:200]]
+    if "flops" in head and not (head["flops"] is None or type(head["flops"]) is int):
+        raise WireError("frame header field 'flops' is not an integer")
+    return head
+
+
+BOOT_ATTEMPTS = 3  # a worker that cannot boot is started this many times in all before the run is an infra fault
+
+
+class WorkerSession:
+    """One submission's worker, restarted (a bounded number of times) after a call kills it."""
+
+    def __init__(self, sandbox: Sandbox, *, track: str, entry: str, submission: Path, limits: Limits):
+        self.sandbox, self.track, self.entry, self.submission, self.limits = sandbox, track, entry, submission, limits
+        self.handle: WorkerHandle | None = None
+        self.pump: _StderrPump | None = None
+        self.ready_error: CandidateException | None = None
+        self.restarts = 0
+        self.starts = 0
+        self.tripwires: set[str] = set()
+        self._kill_lock = threading.Lock()
+        self._ready = False
+        self.start_time = 0.0
+        self.boot_time = 0.0
+        self.exhausted: WorkerFault | None = None
+        self.created = time.monotonic()
+        self.worker_versions: dict = {}
+
+    # -- life cycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker without waiting for it (its imports overlap the host's own set-up)."""
+        try:
+            self.handle = self.sandbox.start(track=self.track, entry=self.entry, submission=self.submission,
+                                             limits=self.limits)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            raise InfrastructureError(f"the {self.sandbox.name} sandbox could not start: {exc}") from exc
+        self.starts += 1
+        self.start_time = time.monotonic()
+        self._ready = False
+        self.ready_error = None
+        self._buf = bytearray()
+        handle = self.handle
+        self.pump = _StderrPump(handle.proc.stderr, self.limits.output_bytes, lambda: self._locked_kill(handle))
+        self.pump.start()
+
+    def close(self) -> None:
+        """Stop the worker now: nothing it could still do matters once the suite is over."""
+        if self.handle is not None:
+            self._kill()
+            self.handle.cleanup()
+            self.handle = None
+
+    def _kill(self) -> None:
+        """Kill the worker while a thread drains its protocol pipe: a Docker client blocked writing a full pipe
+        would otherwise not exit (and the kill would wait for it) until its own timeout."""
+        handle = self.handle
+
+        def drain(stream: IO[bytes]) -> None:
+            try:
+                while stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+                    pass
+            except (OSError, ValueError):  # closed by cleanup()
+                pass
+
+        if handle.proc.stdout is not None and handle.proc.poll() is None:
+            threading.Thread(target=drain, args=(handle.proc.stdout,), daemon=True).start()
+        self._locked_kill(handle)
+
+    def _locked_kill(self, handle: WorkerHandle) -> None:
+        """handle.kill() from one thread at a time (the stderr pump kills a flooding worker from its own thread)."""
+        with self._kill_lock:
+            handle.kill()
+
+    def _restart(self) -> None:
+        self.close()
+        if self.restarts >= self.limits.max_restarts:
+            self.exhausted = WorkerFault("error", f"worker restart budget ({self.limits.max_restarts}) exhausted; "
+                                                  "remaining tests are not run")
+            raise self.exhausted
+        self.restarts += 1
+        self.start()
+
+    def ensure_ready(self) -> None:
+        """Wait for the worker's boot and ready frames. An import failure or a death at start-up is permanent for
+        this submission (it would happen again): every later request re-raises it without a restart."""
+        if self.exhausted:
+            raise self.exhausted
+        if self.handle is None:
+            self.start()
+        if self._ready:
+            if self.ready_error:
+                raise self.ready_error
+            return
+        from harness.worker import wire  # here, not at the top: the worker starts before the host pays for NumPy
+
+        self._boot()
+        deadline = self.boot_time + self.limits.startup_timeout_s
+        try:
+            head, _ = self._read_frame(deadline, phase="start-up")
+        except WorkerFault as fault:
+            self.ready_error = fault
+            raise
+        self._ready = True
+        if head.get("kind") == wire.ERROR:
+            self.ready_error = self._candidate_exception(head)
+            raise self.ready_error
+        if head.get("kind") != wire.READY:
+            self.ready_error = self._fault("error", f"worker sent {str(head.get('kind'))[:40]!r} instead of ready")
+            raise self.ready_error
+        versions = head.get("versions")
+        if isinstance(versions, dict):  # what the worker says it runs (informative: it is the worker's claim)
+            self.worker_versions = {clean_text(str(k), 20): clean_text(str(v), 40) for k, v in list(versions.items())[:4]}
+
+    def _boot(self) -> None:
+        """Wait for the boot frame: the sandbox is set up and the worker's own imports are done, and nothing of
+        the candidate's has been read yet. A worker that dies, hangs or babbles before it is the grader's fault
+        (a sandbox that could not be set up, an image without torch, limits too small for the interpreter): it
+        is started afresh up to BOOT_ATTEMPTS times in all, then the whole run is an infrastructure error."""
+        from harness.worker import wire
+
+        failures: list[str] = []
+        while True:
+            try:
+                head, _ = self._read_frame(self.start_time + self.limits.startup_timeout_s, phase="boot")
+                if head.get("kind") == wire.BOOT:
+                    self.boot_time = time.monotonic()
+                    return
+                failures.append(f"the worker sent {clean_text(str(head.get('kind')), 40)!r} before booting")
+            except WorkerFault as fault:
+                tail = fault.diagnostics.get("stderr_tail", "")
+                failures.append(fault.message + (f"; worker stderr: {clean_text(tail, 300)}" if tail else ""))
+            self._ready = False
+            if len(failures) >= BOOT_ATTEMPTS:
+                self.close()
+                raise InfrastructureError(
+                    f"the {self.sandbox.name} sandbox could not start a worker ({len(failures)} attempts): "
+                    f"{failures[-1]}", attempts=failures)
+            self.close()
+            time.sleep(0.2 * len(failures))
+            self.start()
+
+    # -- requests ---------------------------------------------------------------------------------
+    def request(self, header: dict, arrays: dict | None = None) -> tuple[dict, dict]:
+        """Send one request, wait for its answer. Raises WorkerFault or CandidateException."""
+        if self.handle is not None and self._ready and not self.ready_error and self.handle.proc.poll() is not None:
+            self._restart()
+        self.ensure_ready()
+        from harness.worker import wire  # imported here so the worker starts before the host pays for NumPy
+
+        payload = wire.encode_frame(header, arrays)
+        now = time.monotonic()
+        budget_end = self.created + self.limits.total_timeout_s
+        if now >= budget_end:
+            self.exhausted = WorkerFault("timeout", f"the submission used up its grading budget of "
+                                                    f"{self.limits.total_timeout_s:g} s; remaining tests are not run",
+                                         {"total_timeout_s": self.limits.total_timeout_s})
+            raise self.exhausted
+        deadline = min(now + self.limits.call_timeout_s, budget_end)
+        try:
+            self._write_all(payload, deadline)
+        except (BrokenPipeError, OSError):
+            raise self._fault_after_death("the worker closed its input") from None
+        head, arrs = self._read_frame(deadline, phase="call")
+        kind = head.get("kind")
+        if kind == wire.ERROR:
+            raise self._candidate_exception(head)
+        if kind == wire.FAULT:
+            status = head.get("status") if head.get("status") in ("memory",) else "error"
+            fault = WorkerFault(status, clean_text(str(head.get("message", "")), 500), {"reported_by": "worker"})
+            raise fault
+        return head, arrs
+
+    def _write_all(self, payload: bytes, deadline: float) -> None:
+        fd = self.handle.proc.stdin.fileno()
+        view = memoryview(payload)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._kill_for_timeout()
+            _, writable, _ = select.select([], [fd], [], remaining)
+            if writable:
+                n = os.write(fd, view[:65536])
+                view = view[n:]
+
+    def _read_exact(self, n: int, deadline: float, phase: str) -> bytes:
+        fd = self.handle.proc.stdout.fileno()
+        while len(self._buf) < n:
+            if self.pump.flooded:
+                raise self._fault_output_limit()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._kill_for_timeout(phase)
+            readable, _, _ = select.select([fd], [], [], min(remaining, 0.25))
+            if not readable:
+                continue
+            chunk = os.read(fd, max(65536, min(n - len(self._buf), 1 << 24)))
+            if not chunk:
+                if self.pump.flooded:
+                    raise self._fault_output_limit()
+                raise self._fault_after_death(f"the worker exited during {phase}")
+            self._buf += chunk
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
+        return data
+
+    def _read_frame(self, deadline: float, phase: str) -> tuple[dict, dict]:
+        from harness.worker import wire
+
+        try:
+            length = wire.parse_prefix(self._read_exact(wire.HEADER.size, deadline, phase))
+            head, specs = wire.parse_header(self._read_exact(length, deadline, phase))
+            arrays = {name: wire.decode_array(self._read_exact(n, deadline, phase)) for name, n in specs}
+            head = _checked_header(head)
+        except (wire.WireError, RecursionError) as exc:  # RecursionError: JSON nested 100k deep
+            if isinstance(exc, RecursionError):
+                exc = wire.WireError("frame header nests too deeply")
+            self._kill()
+            self._ready = True  # the next request restarts the worker
+            raise WorkerFault("error", f"malformed frame from the worker: {clean_text(str(exc), 300)}",
+                              {"protocol_error": clean_text(str(exc), 300)}) from None
+        trip = head.get("tripwires")
+        if isinstance(trip, list):
+            self.tripwires.update(clean_text(str(t), 80) for t in trip[:10])
+        return head, arrays
+
+    # -- failures ---------------------------------------------------------------------------------
+    def _candidate_exception(self, head: dict) -> CandidateException:
+        return CandidateException(clean_text(str(head.get("type", "Exception")), 100),
+                                  clean_text(str(head.get("message", "")), 1000),
+                                  clean_text(str(head.get("traceback", "")), 2000, keep_newlines=True),
+                                  phase=clean_text(str(head.get("phase", "call")), 20))
+
+    def _evidence(self) -> dict:
+        info = dict(self.handle.post_mortem()) if self.handle else {}
+        if self.pump is not None:
+            tail = self.pump.text(600)
+            if tail:
+                info["stderr_tail"] = tail
+            info["output_bytes"] = self.pump.size
+        return info
+
+    def _kill_for_timeout(self, phase: str = "call") -> WorkerFault:
+        limit = self.limits.startup_timeout_s if phase == "start-up" else self.limits.call_timeout_s
+        self._kill()
+        self._ready = True
+        evidence = self._evidence()
+        if evidence.get("oom_killed"):  # a cgroup OOM kill can look like silence until the host gives up
+            return self._fault("memory", f"out of memory during {phase} (the container was OOM-killed)", **evidence)
+        return self._fault("timeout", f"no answer within {limit:g} s during {phase}; the worker was killed",
+                           wall_clock_limit_s=limit)
+
+    def _fault_output_limit(self) -> WorkerFault:
+        self._kill()
+        self._ready = True
+        return self._fault("output_limit", f"the submission wrote more than {self.limits.output_bytes} bytes to "
+                                           "stdout/stderr; output was cut and the worker killed",
+                           output_cap_bytes=self.limits.output_bytes)
+
+    def _fault_after_death(self, what: str) -> WorkerFault:
+        try:
+            self.handle.proc.wait(timeout=5)
+        except Exception:
+            self.handle.kill()
+        if self.pump is not None:  # the worker is gone: let the pump read its last words before they are quoted
+            self.pump.join(timeout=1.0)
+        self._ready = True
+        evidence = self._evidence()
+        sig = evidence.get("signal")
+        if evidence.get("oom_killed") or "MemoryError" in evidence.get("stderr_tail", ""):
+            return self._fault("memory", f"{what}: out of memory", **evidence)
+        if sig == signal.SIGXCPU:  # the CPU-seconds rlimit
+            return self._fault("timeout", f"{what}: CPU time limit exceeded", **evidence)
+        detail = f"signal {sig}" if sig else f"exit code {evidence.get('exit_code')}"
+        return self._fault("error", f"{what} ({detail})", **evidence)
+
+    def _fault(self, status: str, message: str, **evidence) -> WorkerFault:
+        diagnostics = self._evidence() if self.handle else {}
+        diagnostics.update(evidence)
+        return WorkerFault(status, message, diagnostics)

@@ -1,0 +1,372 @@
+"""The sandbox worker: the only process that imports and runs the candidate's file.
+
+Runs as ``python -I worker.py --track numpy|torch --entry NAME SUBMISSION``, inside the sandbox, with only the
+standard library, NumPy (and torch for the torch track) and ``wire.py`` beside it. It answers requests from the
+host over stdin/stdout frames and never decides whether anything is right: it only runs the candidate and
+returns plain arrays. The candidate's own prints go to stderr (fd 1 is moved away from the protocol pipe).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.abc
+import importlib.util
+import os
+import select
+import sys
+import threading
+import traceback
+from types import ModuleType
+from typing import BinaryIO
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wire  # noqa: E402  (sibling module, copied next to this file in every sandbox)
+
+del sys.path[0]
+
+import numpy as np  # noqa: E402
+
+BLOCKED_PACKAGES = ("harness", "graders", "reference", "exercises")
+TRIPWIRES: list[str] = []
+MAX_TEXT = 4000
+
+
+class _BlockGrader(importlib.abc.MetaPathFinder):
+    """Makes the grader's own packages unimportable from candidate code."""
+
+    def find_spec(self, name: str, path=None, target=None) -> None:
+        if name.split(".")[0] in BLOCKED_PACKAGES:
+            raise ImportError(f"module {name!r} is not available in the sandbox")
+        return None
+
+
+def _candidate_traceback(exc: BaseException, path: str) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == path]
+    lines = traceback.format_list(frames[-8:])
+    return "".join(lines)[-MAX_TEXT:]
+
+
+def _error(exc: BaseException, path: str, phase: str) -> dict:
+    try:
+        message = str(exc)
+    except BaseException:  # a hostile __str__
+        message = "<unprintable exception>"
+    return {"kind": wire.ERROR, "phase": phase, "type": type(exc).__name__[:100], "message": message[:MAX_TEXT],
+            "traceback": _candidate_traceback(exc, path)}
+
+
+def _install_tripwires(torch) -> None:
+    F = torch.nn.functional
+
+    def wrap(owner, attr, label):
+        original = getattr(owner, attr)
+
+        def tripped(*args, **kwargs):
+            if label not in TRIPWIRES:
+                TRIPWIRES.append(label)
+            return original(*args, **kwargs)
+
+        setattr(owner, attr, tripped)
+
+    wrap(F, "scaled_dot_product_attention", "F.scaled_dot_product_attention")
+    wrap(F, "multi_head_attention_forward", "F.multi_head_attention_forward")
+    original_init = torch.nn.MultiheadAttention.__init__
+
+    def init(self, *args, **kwargs):
+        if "nn.MultiheadAttention" not in TRIPWIRES:
+            TRIPWIRES.append("nn.MultiheadAttention")
+        original_init(self, *args, **kwargs)
+
+    torch.nn.MultiheadAttention.__init__ = init
+
+
+def _exit_when_orphaned() -> None:
+    """Exit as soon as the host's end of stdin is gone (the grader died), even while the candidate's code is
+    still running: a container whose grader was killed must not keep burning CPU until its limits stop it."""
+    poller = select.poll()
+    poller.register(0, select.POLLHUP | select.POLLERR)  # POLLIN deliberately not asked for
+    while True:
+        if any(ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, ev in poller.poll(500)):
+            os._exit(0)  # same as a clean end of input: the host is done with us, or gone
+
+
+def _flop_counter(torch: ModuleType):
+    """A FlopCounterMode, without the ~1.3 s import of torch._dynamo its first use triggers: its dispatch hook
+    is wrapped in torch._disable_dynamo, which imports dynamo lazily; nothing is compiled in this process, so
+    the raw hook is marked as already dynamo-disabled."""
+    from torch.utils import flop_counter
+
+    for value in vars(flop_counter).values():
+        hook = isinstance(value, type) and value.__dict__.get("__torch_dispatch__")
+        raw = getattr(hook, "__wrapped__", None)
+        if raw is not None and not hasattr(raw, "__dynamo_disable"):
+            raw.__dynamo_disable = raw
+    return flop_counter.FlopCounterMode(display=False)
+
+
+class Worker:
+    def __init__(self, track: str, entry: str, path: str, proto_out: BinaryIO):
+        self.track, self.entry, self.path, self.out = track, entry, path, proto_out
+        self.torch = None
+        self.module = None
+        self.target = None
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    def send(self, header: dict, arrays: dict | None = None) -> None:
+        header = dict(header, tripwires=list(TRIPWIRES))
+        self.out.write(wire.encode_frame(header, arrays))
+        self.out.flush()
+
+    def read_frame(self) -> tuple[dict | None, dict | None]:
+        prefix = sys.stdin.buffer.read(wire.HEADER.size)
+        if len(prefix) < wire.HEADER.size:
+            return None, None
+        head, specs = wire.parse_header(sys.stdin.buffer.read(wire.parse_prefix(prefix)))
+        arrays = {name: wire.decode_array(sys.stdin.buffer.read(n)) for name, n in specs}
+        return head, arrays
+
+    # -- start-up ---------------------------------------------------------------------------------
+    def boot(self) -> dict:
+        """The worker's own start-up, before anything of the candidate's is read: a worker that dies before
+        its boot frame is the grader's fault (the host retries it, then reports an infrastructure error)."""
+        if self.track == "torch":
+            import torch
+
+            torch.set_num_threads(1)
+            self.torch = torch
+            _install_tripwires(torch)
+        sys.meta_path.insert(0, _BlockGrader())
+        return {"kind": wire.BOOT}
+
+    def start(self) -> dict:
+        spec = importlib.util.spec_from_file_location("submission", self.path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt included: all are the candidate's
+            return _error(exc, self.path, "import")
+        target = getattr(module, self.entry, None)
+        if target is None:
+            defined = sorted(n for n in vars(module) if not n.startswith("_"))[:30]
+            return {"kind": wire.ERROR, "phase": "import", "type": "MissingEntryPoint",
+                    "message": f"the file defines no {self.entry!r}; it defines: {', '.join(defined) or 'nothing'}",
+                    "traceback": ""}
+        self.target = target
+        import platform
+
+        versions = {"python": platform.python_version(), "numpy": np.__version__}
+        if self.torch is not None:
+            versions["torch"] = self.torch.__version__
+        return {"kind": wire.READY, "versions": versions}
+
+    # -- argument building ------------------------------------------------------------------------
+    def _value(self, spec: object, arrays: dict) -> object:
+        if not isinstance(spec, dict):
+            raise ValueError("bad argument spec")
+        if "int" in spec:
+            return int(spec["int"])
+        if "bool" in spec:
+            return bool(spec["bool"])
+        if spec.get("none"):
+            return None
+        arr = arrays[spec["array"]]
+        layout = spec.get("layout", "C")
+        if layout == "F":
+            arr = np.asfortranarray(arr)
+        elif layout == "strided":
+            big = np.repeat(arr, 2, axis=-1)
+            arr = big[..., ::2]
+        if self.track == "torch" and spec.get("tensor", True):
+            torch = self.torch
+            if layout in ("F", "transposed") and arr.ndim >= 2:
+                t = torch.from_numpy(np.ascontiguousarray(np.swapaxes(arr, 0, 1))).transpose(0, 1)
+            elif layout == "strided":
+                t = torch.from_numpy(np.repeat(np.ascontiguousarray(arr), 2, axis=-1))[..., ::2]
+            else:
+                t = torch.from_numpy(np.array(arr, copy=True))
+            if spec.get("requires_grad"):
+                t.requires_grad_(True)
+            return t
+        return arr
+
+    @staticmethod
+    def _to_numpy(obj: object, torch: ModuleType) -> np.ndarray:
+        if torch is not None and isinstance(obj, torch.Tensor):
+            t = obj.detach()
+            if t.dtype == torch.bfloat16:
+                t = t.float()
+            return t.cpu().numpy()
+        return np.asarray(obj)
+
+    def _describe_output(self, out: object) -> tuple[dict, np.ndarray | None]:
+        torch = self.torch
+        expected = torch.Tensor if self.track == "torch" else np.ndarray
+        kind = type(out)
+        info = {"type": f"{kind.__module__}.{kind.__qualname__}"[:200]}
+        if kind is not expected:
+            info["exact_type"] = False
+            return info, None
+        info["exact_type"] = True
+        if torch is not None:
+            info["dtype"] = str(out.dtype).replace("torch.", "")
+            info["requires_grad"] = bool(out.requires_grad)
+        arr = self._to_numpy(out, torch)
+        if arr.dtype.hasobject or arr.dtype.str not in wire.ALLOWED_DTYPES:
+            info["unsendable_dtype"] = str(arr.dtype)
+            return info, None
+        if arr.nbytes > wire.MAX_ARRAY_BYTES or arr.ndim > wire.MAX_NDIM:
+            info["too_large"] = [int(n) for n in arr.shape[:16]]
+            return info, None
+        return info, arr
+
+    # -- requests ---------------------------------------------------------------------------------
+    def handle(self, req: dict, arrays: dict) -> tuple[dict, dict]:
+        op = req.get("op")
+        if op == "call":
+            return self.op_call(req, arrays)
+        if op == "init":
+            return self.op_init(req)
+        if op == "forward":
+            return self.op_forward(req, arrays)
+        if op == "ping":
+            return {"kind": "pong"}, {}
+        return {"kind": wire.ERROR, "phase": "protocol", "type": "BadRequest", "message": f"unknown op {op!r}",
+                "traceback": ""}, {}
+
+    def op_call(self, req: dict, arrays: dict) -> tuple[dict, dict]:
+        args = [self._value(s, arrays) for s in req.get("args", [])]
+        kwargs = {k: self._value(s, arrays) for k, s in req.get("kwargs", {}).items()}
+        try:
+            out = self.target(*args, **kwargs)
+        except MemoryError:
+            return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised during the call"}, {}
+        except BaseException as exc:
+            return _error(exc, self.path, "call"), {}
+        info, arr = self._describe_output(out)
+        send = {} if arr is None else {wire.OUT: arr}
+        if req.get("return_inputs"):
+            for i, (spec, value) in enumerate(zip(req.get("args", []), args)):
+                if "array" in spec and isinstance(value, np.ndarray):
+                    send[wire.INPUT + spec['array']] = np.array(value)
+            for k, value in kwargs.items():
+                spec = req["kwargs"][k]
+                if "array" in spec and isinstance(value, np.ndarray):
+                    send[wire.INPUT + spec['array']] = np.array(value)
+        return {"kind": wire.RESULT, "output": info}, send
+
+    def op_init(self, req: dict) -> tuple[dict, dict]:
+        torch = self.torch
+        try:
+            torch.manual_seed(0)
+            module = self.target(*req.get("args", []), **req.get("kwargs", {}))
+        except MemoryError:
+            return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised in __init__"}, {}
+        except BaseException as exc:
+            return _error(exc, self.path, "init"), {}
+        if not isinstance(module, torch.nn.Module):
+            self.module = None
+            return {"kind": wire.ERROR, "phase": "init", "type": "NotAModule",
+                    "message": f"{self.entry} is not an nn.Module (got {type(module).__name__})", "traceback": ""}, {}
+        self.module = module
+        params = [{"name": n, "shape": list(p.shape), "dtype": str(p.dtype).replace("torch.", "")}
+                  for n, p in module.named_parameters()]
+        buffers = [{"name": n, "shape": list(b.shape)} for n, b in module.named_buffers()]
+        return {"kind": wire.MODULE, "params": params[:200], "buffers": buffers[:200]}, {}
+
+    def op_forward(self, req: dict, arrays: dict) -> tuple[dict, dict]:
+        torch = self.torch
+        module = self.module
+        if module is None:
+            return {"kind": wire.ERROR, "phase": "forward", "type": "NoModule", "message": "module was not built",
+                    "traceback": ""}, {}
+        try:
+            dtype = getattr(torch, req.get("dtype", "float32"))
+            module.to(dtype)
+            params = dict(module.named_parameters())
+            with torch.no_grad():
+                for name, arr_name in req.get("state", {}).items():
+                    params[name].copy_(torch.from_numpy(arrays[arr_name]))
+            module.zero_grad(set_to_none=True)
+            module.train(req.get("mode", "eval") == "train")
+        except BaseException as exc:
+            return _error(exc, self.path, "load"), {}
+        args = [self._value(s, arrays) for s in req.get("args", [])]
+        kwargs = {k: self._value(s, arrays) for k, s in req.get("kwargs", {}).items()}
+        send, extra = {}, {}
+        try:
+            if req.get("flops"):
+                counter = _flop_counter(torch)
+                with counter, torch.no_grad():
+                    module(*args, **kwargs)
+                extra["flops"] = int(counter.get_total_flops())
+            out = module(*args, **kwargs)
+            info, arr = self._describe_output(out)
+            if arr is not None:
+                send[wire.OUT] = arr
+            grad_name = req.get("grad_output")
+            if grad_name and arr is not None:
+                # sum(out * G) has gradient G wrt out; unlike out.backward(G) it does not import sympy (~0.5 s)
+                (out * torch.from_numpy(arrays[grad_name]).to(out.dtype)).sum().backward()
+                for spec, value in zip(req.get("args", []), args):
+                    if spec.get("requires_grad") and isinstance(value, torch.Tensor):
+                        if value.grad is not None:
+                            send[wire.GRAD + spec['array']] = self._to_numpy(value.grad, torch)
+                for name, p in module.named_parameters():
+                    if p.grad is not None:
+                        send[wire.GRAD + wire.PARAM + name] = self._to_numpy(p.grad, torch)
+        except MemoryError:
+            return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised during forward"}, {}
+        except BaseException as exc:
+            return _error(exc, self.path, "forward"), {}
+        if req.get("return_inputs"):
+            for spec, value in zip(req.get("args", []), args):
+                if "array" in spec and isinstance(value, torch.Tensor):
+                    send[wire.INPUT + spec['array']] = self._to_numpy(value, torch).copy()
+            for k, value in kwargs.items():
+                spec = req["kwargs"][k]
+                if "array" in spec and isinstance(value, torch.Tensor):
+                    send[wire.INPUT + spec['array']] = self._to_numpy(value, torch).copy()
+            for name, p in module.named_parameters():
+                send[wire.INPUT + wire.PARAM + name] = self._to_numpy(p, torch).copy()
+        return dict({"kind": wire.RESULT, "output": info}, **extra), send
+
+    def serve(self) -> None:
+        threading.Thread(target=_exit_when_orphaned, daemon=True).start()
+        self.send(self.boot())
+        self.send(self.start())
+        while True:
+            try:
+                req, arrays = self.read_frame()
+            except wire.WireError as exc:
+                self.send({"kind": wire.ERROR, "phase": "protocol", "type": "WireError", "message": str(exc),
+                           "traceback": ""})
+                return
+            if req is None:
+                return
+            try:
+                header, send = self.handle(req, arrays)
+                self.send(header, send)
+            except MemoryError:
+                self.send({"kind": wire.FAULT, "status": "memory", "message": "MemoryError in the worker"})
+            except wire.WireError as exc:
+                self.send({"kind": wire.ERROR, "phase": "output", "type": "WireError", "message": str(exc)[:MAX_TEXT],
+                           "traceback": ""})
+            except BaseException as exc:  # e.g. a hostile __array__ raising SystemExit
+                self.send(_error(exc, self.path, "output"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--track", choices=("numpy", "torch"), required=True)
+    parser.add_argument("--entry", required=True)
+    parser.add_argument("submission")
+    opts = parser.parse_args()
+    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # the candidate's prints land on stderr, which the host caps
+    sys.stdout = sys.__stdout__ = os.fdopen(1, "w", buffering=1, closefd=False)
+    Worker(opts.track, opts.entry, os.path.abspath(opts.submission), proto_out).serve()
+
+
+if __name__ == "__main__":
+    main()
