@@ -188,3 +188,8 @@ from .commands_report import compare_cmd, report_cmd  # noqa: E402
 main.add_command(batch_cmd)
 main.add_command(report_cmd)
 main.add_command(compare_cmd)
+
+# -- the grading service (issue 11): grade serve / tokens / submit -----------------------------------------
+from .service.commands import register as _register_service  # noqa: E402
+
+_register_service(main)
