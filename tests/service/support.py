@@ -60,6 +60,7 @@ class Server:
                                      cwd=str(self.data_dir.parent), start_new_session=True)
         log.close()
         self.starts += 1
+        self.pids = getattr(self, "pids", []) + [self.proc.pid]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -146,3 +147,21 @@ def error_of(r: httpx.Response) -> dict:
 
 def dumps(x) -> str:
     return json.dumps(x, indent=1)[:2000]
+
+
+def grading_processes_of(server_pids) -> list[int]:
+    """Grading processes (harness.service.queue.worker) whose server is one of ``server_pids``."""
+    wanted = {f"GRADER_SERVICE_PARENT={p}".encode() for p in server_pids}
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"harness.service.queue.worker" not in (entry / "cmdline").read_bytes():
+                continue
+            env = set((entry / "environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if env & wanted:
+            found.append(int(entry.name))
+    return found
