@@ -180,9 +180,16 @@ def report_html(report: dict, *, audience: str, source: str | None, npz: bytes |
 
 
 def compare_html(named_reports: list[tuple[str, dict]]) -> str:
+    import copy
+
     from harness.compare import render_html
 
-    return render_html([(Path(name), r) for name, r in named_reports])
+    out = []
+    for name, r in named_reports:
+        r = copy.deepcopy(r)
+        r.setdefault("submission", {})["path"] = name   # the compare table names rows by submission path
+        out.append((Path(name), r))
+    return render_html(out)
 
 
 def compare_script_hashes() -> list[str]:
