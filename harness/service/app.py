@@ -109,6 +109,9 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400:  # FastAPI's "error parsing the body": invalid input like any other, a 422
+            err = ApiError(422, "invalid", f"the body could not be parsed: {exc.detail}")
+            return JSONResponse(err.body(), status_code=422)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         err = ApiError(exc.status_code, code, str(exc.detail))
         return JSONResponse(err.body(), status_code=exc.status_code, headers=getattr(exc, "headers", None))

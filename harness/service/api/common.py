@@ -11,19 +11,20 @@ from .. import grading
 from ..auth import Principal, can_see
 from ..errors import ApiError
 
-ERRORS = {s: {"model": None, "description": d} for s, d in (
-    (401, "no valid token"), (403, "the token's role may not do this"), (404, "no such resource (or not yours)"),
-    (422, "invalid input"))}
+ERROR_SCHEMA = {"type": "object", "required": ["error"], "properties": {"error": {
+    "type": "object", "required": ["status", "code", "message"],
+    "properties": {"status": {"type": "integer"}, "code": {"type": "string"}, "message": {"type": "string"},
+                   "details": {}}}}}
 
 
 def error_responses(*codes: int) -> dict:
-    from ..models import ErrorBody
-
+    """OpenAPI entries for error answers: always application/json, whatever the endpoint's own type."""
     desc = {400: "bad request", 401: "no valid token", 403: "the token's role may not do this",
             404: "no such resource (or not yours)", 409: "conflict", 413: "body over 1 MB",
             415: "unsupported content type", 422: "invalid input", 429: "rate limited (Retry-After)",
             503: "queue full or not ready (Retry-After)"}
-    return {c: {"model": ErrorBody, "description": desc.get(c, "error")} for c in codes}
+    return {c: {"description": desc.get(c, "error"), "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+            for c in codes}
 
 
 def visible_row(request: Request, who: Principal, sub_id: str) -> dict:
@@ -54,13 +55,16 @@ def report_for(row: dict, audience: str) -> dict:
     return grading.for_audience(json.loads(row["report_json"]), audience)
 
 
-def parse_since(value: str | None) -> dt.datetime | None:
-    if not value:
+def parse_since(value) -> dt.datetime | None:
+    if value is None or value == "":
         return None
-    try:
-        t = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise ApiError(422, "invalid", f"since: not an ISO 8601 date or time: {value!r}") from None
+    if isinstance(value, dt.datetime):
+        t = value
+    else:
+        try:
+            t = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise ApiError(422, "invalid", f"since: not an ISO 8601 date or time: {value!r}") from None
     if t.tzinfo is not None:
         t = t.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return t

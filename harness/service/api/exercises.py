@@ -32,7 +32,9 @@ def get_exercise(name: str, who: Principal = Depends(principal)):
     return grading.exercise_detail(_known(name))
 
 
-@router.get("/{name}/stub", response_class=PlainTextResponse, responses=error_responses(401, 404, 422))
+@router.get("/{name}/stub", response_class=PlainTextResponse,
+            responses={200: {"description": "the stub", "content": {"text/x-python": {"schema": {"type": "string"}}}},
+                       **error_responses(401, 404, 422)})
 def get_stub(name: str, track: str = Query("numpy", max_length=16), who: Principal = Depends(principal)):
     """The file to start from, for one track."""
     name = _known(name)

@@ -30,12 +30,26 @@ _intake_lock = threading.Lock()
 _FILENAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_WAIT = 60.0
 
+_EXERCISE = {"type": "string", "enum": grading.exercise_names(),
+             "description": "an exercise name (GET /v1/exercises); anything else is a 422 with a suggestion"}
+_TRACK = {"type": "string", "enum": ["auto", "numpy", "torch"], "default": "auto"}
+_CALLBACK = {"type": "string", "pattern": "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[!-~]*)?$", "maxLength": 2000,
+             "description": "http(s) URL POSTed the summary when grading ends (interviewer/admin tokens only)"}
 _MULTIPART_SCHEMA = {
     "type": "object", "required": ["file", "exercise"],
-    "properties": {"file": {"type": "string", "format": "binary"}, "exercise": {"type": "string"},
-                   "track": {"type": "string", "default": "auto"}, "candidate": {"type": "string"},
-                   "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1},
-                   "callback_url": {"type": "string"}}}
+    "properties": {"file": {"type": "string", "format": "binary", "description": "the .py file, UTF-8, <= 1 MB"},
+                   "exercise": _EXERCISE, "track": _TRACK, "candidate": {"type": "string", "maxLength": 200},
+                   "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}, "callback_url": _CALLBACK}}
+
+
+def _json_schema() -> dict:
+    schema = SubmissionJSON.model_json_schema()
+    props = schema["properties"]
+    props["exercise"] = _EXERCISE
+    props["track"] = _TRACK
+    props["callback_url"] = {"anyOf": [_CALLBACK, {"type": "null"}], "default": None}
+    props["source"] = {**props["source"], "pattern": "^[^\\x00]*$"}
+    return schema
 
 
 def _out(row: dict, report: dict | None = None) -> dict:
@@ -170,7 +184,7 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
                                                                      "an Idempotency-Key replay"},
                         **error_responses(401, 403, 409, 413, 415, 422, 429, 503)},
              openapi_extra={"requestBody": {"required": True, "content": {
-                 "application/json": {"schema": SubmissionJSON.model_json_schema()},
+                 "application/json": {"schema": _json_schema()},
                  "multipart/form-data": {"schema": _MULTIPART_SCHEMA}}}})
 async def create_submission(request: Request, wait: float = Query(0, ge=0, le=MAX_WAIT),
                             idempotency_key: str | None = Header(None, max_length=200),
@@ -178,7 +192,8 @@ async def create_submission(request: Request, wait: float = Query(0, ge=0, le=MA
     """Submit a file for grading. The submission is stored before the answer; 202 with its id and links, or
     the report if it is graded within `wait` seconds."""
     fields, data, filename = await _read_fields(request)
-    row, created = await run_in_threadpool(_intake, request, who, fields, data, filename, idempotency_key)
+    key = (idempotency_key or "").strip() or None    # an empty key is no key
+    row, created = await run_in_threadpool(_intake, request, who, fields, data, filename, key)
     if created:
         request.app.state.metrics.inc("grader_submissions_total", exercise=row["exercise"])
         request.app.state.pool.enqueue(row["id"])
@@ -205,7 +220,7 @@ def list_submissions(request: Request, exercise: str | None = Query(None, max_le
                      candidate: str | None = Query(None, max_length=200),
                      verdict: str | None = Query(None, pattern="^(passed|failed|error)$"),
                      status: str | None = Query(None, pattern="^(queued|running|done|infrastructure_error)$"),
-                     since: str | None = Query(None, max_length=40, description="ISO 8601; received at or after"),
+                     since: dt.datetime | None = Query(None, description="ISO 8601; received at or after"),
                      limit: int = Query(50, ge=1, le=200), cursor: str | None = Query(None, max_length=20),
                      who: Principal = Depends(principal)):
     """Newest first. Candidates see only their own submissions."""
