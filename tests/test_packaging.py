@@ -19,7 +19,10 @@ def test_wheel_contains_the_data_files(tmp_path):
     wheel = next(tmp_path.glob("attention_grader-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     needed = {"harness/schema/report.schema.json", "harness/sandbox.Dockerfile", "harness/worker.py",
-              "harness/wire.py", "graders/suite.ini", "graders/common/oracle.py", "graders/mutants/torch_template.py"}
+              "harness/wire.py", "graders/suite.ini", "graders/common/oracle.py", "graders/mutants/torch_template.py",
+              "harness/service/store/migrations/env.py", "harness/service/store/migrations/script.py.mako",
+              "harness/service/store/migrations/versions/0001_initial.py",
+              "harness/service/pages/templates/base.html", "harness/service/pages/templates/list.html"}
     for name in all_exercises():
         needed |= {f"exercises/{name}/exercise.json", f"exercises/{name}/README.md",
                    f"exercises/{name}/stub_numpy.py", f"exercises/{name}/stub_torch.py",

@@ -11,6 +11,7 @@ import pytest
 from harness.service.queue.pool import grade_submission
 from harness.service.server import open_store
 from harness.service.settings import Settings
+from tests.service.support import FreshPostgres, postgres_url_or_skip
 
 REPORT = {"schema": "attention-grader/report/v1", "exercise": "mha", "track": "numpy", "verdict": "passed",
           "score": 3.0, "max_score": 3.0, "tests": [], "diagnosis": [], "environment": {"sandbox": "local"},
@@ -29,13 +30,21 @@ class FakeRunner:
         return self.answers.pop(0)
 
 
-@pytest.fixture
-def env(tmp_path):
-    settings = Settings.resolve(tmp_path / "data", retry_backoff_s=0.0, max_attempts=3)
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def env(tmp_path, request):
+    """The same store tests on SQLite (always) and Postgres (GRADER_TEST_POSTGRES_URL; never skipped in CI)."""
+    pg = None
+    db = None
+    if request.param == "postgres":
+        pg = FreshPostgres(postgres_url_or_skip())
+        db = pg.url
+    settings = Settings.resolve(tmp_path / "data", db, retry_backoff_s=0.0, max_attempts=3)
     (settings.data_dir / "work").mkdir(parents=True)
     store = open_store(settings)
     yield store, settings
     store.dispose()
+    if pg is not None:
+        pg.drop()
 
 
 def new(store, **kw):

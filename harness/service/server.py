@@ -57,7 +57,7 @@ def serve(settings: Settings, *, log_level: str = "info") -> None:
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    fd = lock_data_dir(settings) if settings.is_sqlite else None
+    fd = lock_data_dir(settings)   # one server per data dir (and so per SQLite store, or per owner id)
     app, store = build(settings)
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=True,

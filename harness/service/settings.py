@@ -71,6 +71,8 @@ class Settings:
             retry_backoff_s=_env_float("GRADER_RETRY_BACKOFF_S", 2.0),
             webhook_attempts=_env_int("GRADER_WEBHOOK_ATTEMPTS", 6),
             webhook_backoff_s=_env_float("GRADER_WEBHOOK_BACKOFF_S", 1.0),
+            submission_timeout_s=_env_float("GRADER_SUBMISSION_TIMEOUT_S", 900.0),
+            secure_cookies=os.environ.get("GRADER_SECURE_COOKIES", "") not in ("", "0", "false", "no"),
         )
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(data_dir=data, database_url=url, **kw)

@@ -24,12 +24,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_tokens(data_dir: Path, *specs) -> dict:
-    """{"admin": secret, ...} for specs like ("admin", "boss"), ("candidate", "alice")."""
+def make_tokens(data_dir: Path, *specs, db: str | None = None) -> dict:
+    """{"boss": secret, ...} for specs like ("admin", "boss"), ("candidate", "alice")."""
     from harness.service.server import open_store
     from harness.service.settings import Settings
 
-    store = open_store(Settings.resolve(data_dir))
+    store = open_store(Settings.resolve(data_dir, db))
     out = {}
     for role, name in specs:
         secret, _ = store.create_token(role=role, name=name)
@@ -43,7 +43,8 @@ class Server:
         self.data_dir = Path(data_dir)
         self.workers = workers
         self.env = {**os.environ, "GRADER_SANDBOX": sandbox, "PYTHONWARNINGS": "ignore", **(env or {})}
-        self.env.pop("GRADER_DATABASE_URL", None) if "GRADER_DATABASE_URL" not in (env or {}) else None
+        if "GRADER_DATABASE_URL" not in (env or {}):
+            self.env.pop("GRADER_DATABASE_URL", None)     # SQLite in the data dir unless the test says so
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-serve.log"
@@ -165,3 +166,47 @@ def grading_processes_of(server_pids) -> list[int]:
         if env & wanted:
             found.append(int(entry.name))
     return found
+
+
+POSTGRES_ENV = "GRADER_TEST_POSTGRES_URL"
+
+
+def postgres_url_or_skip() -> str:
+    """The test Postgres (``bash .ci/postgres-setup.sh`` prints one); skipped outside CI when there is none."""
+    import pytest
+
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{POSTGRES_ENV} is not set: CI must start a Postgres (.ci/postgres-setup.sh)")
+        pytest.skip(f"no Postgres: set {POSTGRES_ENV} (e.g. $(bash .ci/postgres-setup.sh)); never skipped in CI")
+    return url
+
+
+class FreshPostgres:
+    """A new database on the test server for one test, dropped afterwards."""
+
+    def __init__(self, base_url: str):
+        import secrets as _s
+
+        from sqlalchemy import create_engine, text
+
+        self.name = "t_" + _s.token_hex(6)
+        self._admin_url = _driver(base_url)
+        eng = create_engine(self._admin_url, isolation_level="AUTOCOMMIT")
+        with eng.connect() as c:
+            c.execute(text(f'CREATE DATABASE "{self.name}"'))
+        eng.dispose()
+        self.url = base_url.rsplit("/", 1)[0] + "/" + self.name
+
+    def drop(self) -> None:
+        from sqlalchemy import create_engine, text
+
+        eng = create_engine(self._admin_url, isolation_level="AUTOCOMMIT")
+        with eng.connect() as c:
+            c.execute(text(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)'))
+        eng.dispose()
+
+
+def _driver(url: str) -> str:
+    return url.replace("postgresql://", "postgresql+psycopg://", 1) if url.startswith("postgresql://") else url

@@ -20,11 +20,12 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Callable, Protocol
 
 log = logging.getLogger("grader.pool")
+LEASE_S = 60.0          # a running row's lease, renewed every LEASE_S / 4 while its grading goes on
+SWEEP_S = 15.0          # shared store: how often expired leases are looked for
 
 
 class GradingQueue(Protocol):
@@ -152,8 +153,7 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
     or None when it was not claimable. Safe to call twice, from anywhere: only one claim wins."""
     from .. import views
 
-    lease_s = max(60.0, settings.submission_timeout_s + 60.0)
-    row = store.claim(submission_id, owner, lease_s)
+    row = store.claim(submission_id, owner, LEASE_S)
     if row is None:
         return None
     attempt = row["attempts"]
@@ -165,7 +165,7 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
         task = {"id": submission_id, "exercise": row["exercise"], "track": row["track_requested"],
                 "sandbox": settings.sandbox, "seed": row["seed"], "path": str(path), "label": row["filename"]}
         answer = runner.run(task, settings.submission_timeout_s,
-                            heartbeat=lambda: store.renew(submission_id, attempt, lease_s), every=lease_s / 4)
+                            heartbeat=lambda: store.renew(submission_id, attempt, LEASE_S), every=LEASE_S / 4)
     finally:
         for f in work.iterdir():
             try:
@@ -231,7 +231,12 @@ class InProcessPool:
         self.store, self.settings, self.metrics = store, settings, metrics
         self.poll_s = poll_s
         self.embedded = embedded
-        self.owner = f"{os.uname().nodename}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # stable across restarts of the server on this machine and data dir (which it holds locked): what a
+        # previous life left running can be taken back at once, without waiting for its lease to expire
+        import hashlib
+
+        where = hashlib.sha256(f"{os.uname().nodename}:{settings.data_dir}".encode()).hexdigest()[:12]
+        self.owner = f"{os.uname().nodename[:40]}:{where}"
         self._q: queue.Queue = queue.Queue()
         self._pending: set[str] = set()
         self._lock = threading.Lock()
@@ -251,7 +256,7 @@ class InProcessPool:
 
     def start(self) -> None:
         (self.settings.data_dir / "work").mkdir(parents=True, exist_ok=True)
-        self.recovered = self.store.recover(all_running=self.embedded)
+        self.recovered = self.store.recover(all_running=self.embedded, owner=self.owner)
         if self.recovered:
             log.info("recovered %d submissions left running by a previous process", len(self.recovered))
         for i in range(max(1, self.settings.workers)):
@@ -292,7 +297,7 @@ class InProcessPool:
         last_sweep = 0.0
         while not self._stop.is_set():
             try:
-                if not self.embedded and time.monotonic() - last_sweep > 15:
+                if not self.embedded and time.monotonic() - last_sweep > SWEEP_S:
                     self.store.recover(all_running=False)
                     last_sweep = time.monotonic()
                 for sub_id in self.store.due_ids(limit=200):

@@ -327,13 +327,17 @@ class Store:
             row.error_message, row.lease_owner, row.lease_until = message[:4000], None, None
             return row.status
 
-    def recover(self, *, all_running: bool) -> list[str]:
+    def recover(self, *, all_running: bool, owner: str | None = None) -> list[str]:
         """running -> queued for rows whose grader is gone: every one (embedded mode, at start: the store has
-        one server) or those whose lease expired (many machines)."""
+        one server), or those whose lease expired or that ``owner`` (a previous life of this server, which holds
+        the data-dir lock) left behind (a shared store)."""
         with self.session() as s:
             q = select(Submission).where(Submission.status == "running")
             if not all_running:
-                q = q.where(Submission.lease_until < now())
+                cond = Submission.lease_until < now()
+                if owner is not None:
+                    cond = or_(cond, Submission.lease_owner == owner)
+                q = q.where(cond)
             rows = list(s.scalars(q))
             for r in rows:
                 r.status, r.lease_owner, r.lease_until = "queued", None, None
