@@ -4,8 +4,11 @@ the candidate's verdict (the grading watchdog kills the grading process: retried
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import subprocess
 import sys
 import time
@@ -64,8 +67,22 @@ def test_a_grader_fault_is_retried_then_infrastructure_error_never_a_verdict(tmp
     server = Server(data, workers=1, env={"GRADER_SUBMISSION_TIMEOUT_S": "3", "GRADER_MAX_ATTEMPTS": "2",
                                           "GRADER_RETRY_BACKOFF_S": "0.2"}).start()
     try:
+        hits = []
+
+        class Hook(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                hits.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        hook = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+        threading.Thread(target=hook.serve_forever, daemon=True).start()
         ivy = server.client(tokens["ivy"])
-        stuck = submit(ivy, "mha", "import time\ntime.sleep(30)\n" + REF).json()
+        stuck = submit(ivy, "mha", "import time\ntime.sleep(30)\n" + REF,
+                       callback_url=f"http://127.0.0.1:{hook.server_address[1]}/h").json()
         t0 = time.monotonic()
         done = wait_done(ivy, stuck["id"], timeout=90)
         assert done["status"] == "infrastructure_error" and done["verdict"] is None and done["attempts"] == 2
@@ -80,5 +97,12 @@ def test_a_grader_fault_is_retried_then_infrastructure_error_never_a_verdict(tmp
         assert 'grader_verdicts_total{exercise="mha",verdict="infrastructure_error"} 1' in text
         assert 'grader_grading_retries_total{exercise="mha"} 1' in text
         assert [r["reports_written"] for r in store_rows(data)] == [0, 1]
+        deadline = time.monotonic() + 20
+        while not hits and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert hits and hits[0]["submission"]["status"] == "infrastructure_error"
+        assert hits[0]["submission"]["verdict"] is None and hits[0]["submission"]["id"] == stuck["id"]
+        hook.shutdown()
+        hook.server_close()
     finally:
         server.stop()

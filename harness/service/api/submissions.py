@@ -226,6 +226,8 @@ def list_submissions(request: Request, exercise: str | None = Query(None, max_le
     """Newest first. Candidates see only their own submissions."""
     if not who.is_staff:
         candidate = who.candidate
+    elif candidate == "":
+        candidate = None
     rows = request.app.state.store.list_submissions(exercise=exercise, candidate=candidate, verdict=verdict,
                                                     status=status, since=parse_since(since), limit=limit + 1,
                                                     cursor=parse_cursor(cursor))
