@@ -23,6 +23,4 @@ def submission_view(row: dict) -> dict:
 
 
 def webhook_payload(row: dict) -> dict:
-    v = submission_view(row)
-    v.pop("error", None) if row["status"] == "done" else None
-    return {"event": "submission.finished", "submission": v}
+    return {"event": "submission.finished", "submission": submission_view(row)}

@@ -167,9 +167,9 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
     with _intake_lock:  # the limit checks and the insert, one at a time in this process
         if key:
             try:
-                found = store._by_key(who.token_id, key)
+                found = store.find_by_key(who.token_id, key)
                 if found is not None:
-                    return store._check_same(found, hashlib.sha256(data).hexdigest(), exercise), False
+                    return store.check_same(found, hashlib.sha256(data).hexdigest(), exercise), False
             except Conflict as exc:
                 raise ApiError(409, "idempotency_conflict", str(exc)) from None
         _limits(request, candidate)

@@ -172,9 +172,9 @@ class Store:
         data = source.encode("utf-8")
         sha = hashlib.sha256(data).hexdigest()
         if idempotency_key:
-            found = self._by_key(token_id, idempotency_key)
+            found = self.find_by_key(token_id, idempotency_key)
             if found is not None:
-                return self._check_same(found, sha, exercise), False
+                return self.check_same(found, sha, exercise), False
         sub = Submission(id=secrets.token_hex(12), exercise=exercise, track_requested=track_requested, track=track,
                          candidate=candidate, filename=filename, seed=seed, callback_url=callback_url,
                          source=source, sha256=sha, size=len(data), token_id=token_id,
@@ -186,19 +186,21 @@ class Store:
                 s.flush()
                 return _row(sub), True
         except IntegrityError:
-            found = self._by_key(token_id, idempotency_key) if idempotency_key else None
+            found = self.find_by_key(token_id, idempotency_key) if idempotency_key else None
             if found is None:
                 raise
-            return self._check_same(found, sha, exercise), False
+            return self.check_same(found, sha, exercise), False
 
-    def _by_key(self, token_id, key) -> dict | None:
+    def find_by_key(self, token_id, key) -> dict | None:
+        """The submission this token made with this Idempotency-Key, if any."""
         with self.session() as s:
             row = s.scalar(select(Submission).where(Submission.token_id == token_id,
                                                     Submission.idempotency_key == key))
             return None if row is None else _row(row)
 
     @staticmethod
-    def _check_same(row: dict, sha: str, exercise: str) -> dict:
+    def check_same(row: dict, sha: str, exercise: str) -> dict:
+        """``row`` if it is the same file for the same exercise; Conflict otherwise."""
         if row["sha256"] != sha or row["exercise"] != exercise:
             raise Conflict("this Idempotency-Key was used for a different submission")
         return row
