@@ -81,3 +81,29 @@ def test_two_servers_share_one_postgres_store(pg, tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+def test_servers_starting_together_migrate_one_at_a_time(pg, tmp_path):
+    import threading
+
+    from harness.service.server import open_store
+    from harness.service.settings import Settings
+
+    errors = []
+
+    def start(i):
+        try:
+            open_store(Settings.resolve(tmp_path / f"d{i}", pg.url)).dispose()
+        except Exception as exc:  # pragma: no cover - the failure this test is about
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=start, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    eng = create_engine(pg.url.replace("postgresql://", "postgresql+psycopg://", 1))
+    with eng.connect() as c:
+        assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+    eng.dispose()

@@ -312,13 +312,14 @@ class InProcessPool:
             sub_id = self._q.get()
             if sub_id is None:
                 return
-            self._busy += 1
+            with self._lock:
+                self._busy += 1
             try:
                 grade_submission(self.store, self.settings, sub_id, runner, owner=self.owner, metrics=self.metrics)
             except Exception:
                 log.exception("submission %s: grading raised", sub_id)
             finally:
-                self._busy -= 1
                 with self._lock:
+                    self._busy -= 1
                     self._pending.discard(sub_id)
                 self._wake.set()  # a retry may be due, the next row may be waiting

@@ -93,9 +93,17 @@ class Store:
         cfg.set_main_option("script_location", str(Path(__file__).resolve().parent / "migrations"))
         cfg.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
         with self.engine.connect() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
-            conn.commit()
+            if not self.is_sqlite:  # servers starting together on one Postgres migrate one at a time
+                conn.exec_driver_sql("SELECT pg_advisory_lock(7111)")
+                conn.commit()
+            try:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+                conn.commit()
+            finally:
+                if not self.is_sqlite:
+                    conn.exec_driver_sql("SELECT pg_advisory_unlock(7111)")
+                    conn.commit()
 
     def ping(self) -> None:
         with self.engine.connect() as conn:
