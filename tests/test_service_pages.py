@@ -74,6 +74,14 @@ def test_candidate_flow(srv, page, tmp_path):
     cookie = next(c for c in page.context.cookies() if c["name"] == "grader_session")
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     page.screenshot(path=str(SHOTS / "candidate-exercises.png"), full_page=True)
+    page.click("#ex-mha a.prompt")
+    page.wait_for_url(srv.url + "/exercises/mha")
+    prompt = (ROOT / "exercises" / "mha" / "README.md").read_text()
+    shown = page.inner_text("#prompt-text")
+    assert [ln for ln in prompt.splitlines() if ln.strip()][:5] == [ln for ln in shown.splitlines() if ln.strip()][:5]
+    assert "Multi-head attention" in page.inner_text("h1")
+    page.screenshot(path=str(SHOTS / "candidate-prompt.png"), full_page=True)
+    page.goto(srv.url + "/exercises")
     with page.expect_download() as dl:
         page.click("#ex-gqa a.stub >> nth=1")
     stub = tmp_path / "stub.py"

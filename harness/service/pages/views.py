@@ -117,6 +117,17 @@ def exercises_page(request: Request):
     return _exercises(request, who)
 
 
+@router.get("/exercises/{name}", response_class=HTMLResponse)
+def exercise_page(request: Request, name: str):
+    who = _who(request)
+    if who is None:
+        return _signin(request)
+    if name not in grading.exercise_names():
+        return _render(request, "message.html", 404, who=who, title="Not found",
+                       message=f"No exercise {name!r}{grading.did_you_mean(name, grading.exercise_names())}")
+    return _render(request, "exercise.html", who=who, ex=grading.exercise_detail(name))
+
+
 def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200):
     exercises = [grading.exercise_summary(n) for n in grading.exercise_names()]
     mine = request.app.state.store.list_submissions(candidate=who.candidate, limit=20) if not who.is_staff else []
