@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import statistics
 import sys
 import tempfile
 import threading

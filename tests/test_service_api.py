@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 

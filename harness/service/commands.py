@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import sys
 import time
 import urllib.error

@@ -11,7 +11,6 @@ import base64
 import difflib
 import hashlib
 import json
-import os
 import tempfile
 from pathlib import Path
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, event, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import sessionmaker
 
 from .models import Artifact, Base, ServerSecret, Submission, Token, Webhook
 
@@ -356,7 +356,7 @@ class Store:
     def regrade(self, sub_id: str) -> dict | None:
         """Back to queued, whatever its state but running (a running one is already being graded)."""
         with self.session() as s:
-            res = s.execute(update(Submission).where(Submission.id == sub_id, Submission.status != "running")
+            s.execute(update(Submission).where(Submission.id == sub_id, Submission.status != "running")
                             .values(status="queued", attempts=0, not_before=None, verdict=None, score=None,
                                     max_score=None, report_json=None, error_message=None, started_at=None,
                                     finished_at=None, reports_written=0))
