@@ -19,7 +19,11 @@ def test_wheel_contains_the_data_files(tmp_path):
     wheel = next(tmp_path.glob("attention_grader-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     needed = {"harness/core/schema/report.schema.json", "harness/sandbox/sandbox.Dockerfile", "harness/worker/worker.py",
-              "harness/worker/wire.py", "graders/suite.ini", "graders/common/oracle.py", "graders/mutants/torch_template.py"}
+              "harness/worker/wire.py", "graders/suite.ini", "graders/common/oracle.py", "graders/mutants/torch_template.py",
+              "harness/sandbox/mount_setup.py", "harness/sandbox/mount_probe.py", "harness/sandbox/limits_probe.py",
+              "harness/service/store/migrations/env.py", "harness/service/store/migrations/script.py.mako",
+              "harness/service/store/migrations/versions/0001_initial.py",
+              "harness/service/pages/templates/base.html", "harness/service/pages/templates/list.html"}
     for name in all_exercises():
         needed |= {f"exercises/{name}/exercise.json", f"exercises/{name}/README.md",
                    f"exercises/{name}/stub_numpy.py", f"exercises/{name}/stub_torch.py",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from harness.cli import batch, report, run, sandbox
+from harness.cli import batch, report, run, sandbox, service
 from harness.cli.common import fail
 from harness.core.errors import GraderError, InfrastructureError
 
@@ -51,5 +51,5 @@ def main():
 
 
 for command in (run.list_cmd, run.start, run.run, sandbox.sandbox, batch.batch_cmd, report.report_cmd,
-                report.compare_cmd):
+                report.compare_cmd, service.serve_cmd, service.tokens_cmd, service.submit_cmd):
     main.add_command(command)

@@ -1,0 +1,135 @@
+"""Load on `grade serve` over loopback: N submissions from C concurrent clients, no 5xx allowed.
+
+Each client submits (JSON, its own candidate name, no wait), then polls its submission until it is graded,
+then submits the next; 429/503 answers are honoured (Retry-After) and counted. Printed: status codes, the
+intake latency of POST /v1/submissions (p50/p95/max), submit-to-graded latency (p50/p95/max), throughput.
+Exit 1 on any 5xx, a lost submission or a submission not graded.
+
+    python benchmarks/bench_service.py                        # starts its own server (local sandbox, 2 workers)
+    python benchmarks/bench_service.py --submissions 200 --clients 20
+    python benchmarks/bench_service.py --server http://127.0.0.1:8000 --token $GRADER_TOKEN
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def pct(values, q):
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, int(round(q / 100 * len(values) + 0.5)) - 1))]
+
+
+def run(url: str, token: str, submissions: int, clients: int, max_seconds: float) -> int:
+    sources = [(ROOT / "reference" / "mha_numpy.py").read_text(), (ROOT / "examples" / "mha_wrong_scale.py").read_text()]
+    codes = collections.Counter()
+    intake, e2e, lock = [], [], threading.Lock()
+    todo = list(range(submissions))
+    problems = []
+    deadline = time.monotonic() + max_seconds
+
+    def client(n: int):
+        with httpx.Client(base_url=url, timeout=120, headers={"Authorization": f"Bearer {token}"}) as c:
+            while time.monotonic() < deadline:
+                with lock:
+                    if not todo:
+                        return
+                    i = todo.pop()
+                body = {"exercise": "mha", "source": f"# submission {i}\n" + sources[i % 2],
+                        "candidate": f"bench-{n}"}
+                t0 = time.monotonic()
+                while True:
+                    t = time.monotonic()
+                    r = c.post("/v1/submissions", json=body, headers={"Idempotency-Key": f"bench-{i}-{t0}"})
+                    with lock:
+                        codes[r.status_code] += 1
+                    if r.status_code in (429, 503):
+                        time.sleep(min(5.0, float(r.headers.get("retry-after", "1"))))
+                        continue
+                    break
+                with lock:
+                    intake.append(time.monotonic() - t)
+                if r.status_code >= 300:
+                    problems.append(f"submission {i}: HTTP {r.status_code} {r.text[:200]}")
+                    continue
+                sid = r.json()["id"]
+                while time.monotonic() < deadline:
+                    g = c.get(f"/v1/submissions/{sid}")
+                    with lock:
+                        codes[g.status_code] += 1
+                    if g.status_code != 200:
+                        problems.append(f"{sid}: GET HTTP {g.status_code}")
+                        break
+                    if g.json()["status"] in ("done", "infrastructure_error"):
+                        if g.json()["status"] != "done":
+                            problems.append(f"{sid}: {g.json()['status']}")
+                        with lock:
+                            e2e.append(time.monotonic() - t0)
+                        break
+                    time.sleep(0.5)
+
+    t_start = time.monotonic()
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - t_start
+    five = sum(v for k, v in codes.items() if k >= 500)
+    print(f"{submissions} submissions from {clients} clients in {wall:.1f} s: "
+          f"{len(e2e) / wall:.2f} graded/s")
+    print("status codes: " + ", ".join(f"{k}: {v}" for k, v in sorted(codes.items())) + f"; 5xx: {five}")
+    print(f"POST /v1/submissions latency: p50 {pct(intake, 50) * 1000:.0f} ms, p95 {pct(intake, 95) * 1000:.0f} ms, "
+          f"max {max(intake, default=0) * 1000:.0f} ms")
+    print(f"submit-to-graded latency:     p50 {pct(e2e, 50):.2f} s, p95 {pct(e2e, 95):.2f} s, "
+          f"max {max(e2e, default=0):.2f} s")
+    if len(e2e) != submissions:
+        problems.append(f"{submissions - len(e2e)} submissions not graded within {max_seconds:g} s")
+    for p in problems[:10]:
+        print("PROBLEM:", p)
+    return 1 if five or problems else 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--server")
+    ap.add_argument("--token", default=os.environ.get("GRADER_TOKEN"))
+    ap.add_argument("--submissions", type=int, default=200)
+    ap.add_argument("--clients", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--max-seconds", type=float, default=1200)
+    args = ap.parse_args()
+    if args.server:
+        if not args.token:
+            ap.error("--token (or GRADER_TOKEN) is required with --server")
+        return run(args.server, args.token, args.submissions, args.clients, args.max_seconds)
+    from tests.service.support import Server, make_tokens
+
+    with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
+        data = Path(tmp) / "data"
+        tokens = make_tokens(data, ("interviewer", "bench"))
+        server = Server(data, workers=args.workers, env={"GRADER_MAX_IN_FLIGHT": "0", "GRADER_RATE_PER_MINUTE": "0",
+                                                         "GRADER_QUEUE_MAX": str(10 * args.submissions)}).start()
+        try:
+            print(f"server {server.url} (local sandbox, {args.workers} grading workers, SQLite in {data})")
+            return run(server.url, tokens["bench"], args.submissions, args.clients, args.max_seconds)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

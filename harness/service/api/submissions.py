@@ -1,0 +1,284 @@
+"""/v1/submissions: intake (JSON or multipart), status, reports, regrade, listing."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import datetime as dt
+import json
+import math
+import re
+import threading
+import time
+from urllib.parse import urlsplit
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from harness.service import grading, views
+from harness.service.auth import Principal, principal, staff
+from harness.service.errors import ApiError
+from harness.service.models import SubmissionJSON, SubmissionList, SubmissionOut
+from harness.service.store.repository import Conflict, now
+from harness.service.api.common import (error_responses, exercise_or_422, parse_cursor, parse_since, report_for, track_or_422,
+                     visible_row)
+
+router = APIRouter(prefix="/v1/submissions", tags=["submissions"])
+_intake_lock = threading.Lock()
+_FILENAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_WAIT = 60.0
+
+_EXERCISE = {"type": "string", "enum": grading.exercise_names(),
+             "description": "an exercise name (GET /v1/exercises); anything else is a 422 with a suggestion"}
+_TRACK = {"type": "string", "enum": ["auto", "numpy", "torch"], "default": "auto"}
+_CALLBACK = {"type": "string", "pattern": "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[!-~]*)?$", "maxLength": 2000,
+             "description": "http(s) URL POSTed the summary when grading ends (interviewer/admin tokens only)"}
+_MULTIPART_SCHEMA = {
+    "type": "object", "required": ["file", "exercise"],
+    "properties": {"file": {"type": "string", "format": "binary", "description": "the .py file, UTF-8, <= 1 MB"},
+                   "exercise": _EXERCISE, "track": _TRACK, "candidate": {"type": "string", "maxLength": 200},
+                   "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}, "callback_url": _CALLBACK}}
+
+
+def _json_schema() -> dict:
+    schema = SubmissionJSON.model_json_schema()
+    props = schema["properties"]
+    props["exercise"] = _EXERCISE
+    props["track"] = _TRACK
+    props["callback_url"] = {"anyOf": [_CALLBACK, {"type": "null"}], "default": None}
+    props["source"] = {**props["source"], "pattern": "^[^\\x00]*$"}
+    return schema
+
+
+def _out(row: dict, report: dict | None = None) -> dict:
+    v = views.submission_view(row)
+    v["report"] = report
+    return v
+
+
+async def _read_fields(request: Request) -> tuple[dict, bytes, str]:
+    """(fields, source bytes, filename) from a JSON or multipart body; 415/422 otherwise."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype == "application/json":
+        try:
+            raw = json.loads(await request.body())
+        except ValueError:
+            raise ApiError(422, "invalid", "the body is not valid JSON") from None
+        if not isinstance(raw, dict):
+            raise ApiError(422, "invalid", "the body must be a JSON object")
+        try:
+            body = SubmissionJSON.model_validate(raw)
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            raise ApiError(422, "invalid", f"{'.'.join(map(str, e['loc']))}: {e['msg']}") from None
+        try:
+            data = body.source.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(422, "invalid_source", "the submission is not UTF-8 text (lone surrogates)") from None
+        fields = body.model_dump(exclude={"source"})
+        return fields, data, body.filename or "submission.py"
+    if ctype == "multipart/form-data":
+        try:
+            form = await request.form(max_files=1, max_fields=20)
+        except Exception as exc:
+            raise ApiError(422, "invalid", f"the multipart body could not be parsed ({type(exc).__name__})") from None
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise ApiError(422, "invalid", "file: a multipart field 'file' with the Python file is required")
+        data = await upload.read()
+        fields = {}
+        for key in ("exercise", "track", "candidate", "seed", "callback_url"):
+            v = form.get(key)
+            if v is not None and not isinstance(v, str):
+                raise ApiError(422, "invalid", f"{key}: must be a text field")
+            fields[key] = v if v not in ("",) else None
+        if fields.get("exercise") is None:
+            raise ApiError(422, "invalid", "exercise: field required")
+        if fields.get("seed") is not None:
+            s = fields["seed"]
+            if not s.isdigit() or int(s) > 2**32 - 1:
+                raise ApiError(422, "invalid", "seed: must be an integer from 0 to 4294967295")
+            fields["seed"] = int(s)
+        for key, limit in (("exercise", 64), ("track", 16), ("candidate", 200), ("callback_url", 2000)):
+            if fields.get(key) is not None and len(fields[key]) > limit:
+                raise ApiError(422, "invalid", f"{key}: at most {limit} characters")
+        fields["track"] = fields.get("track") or "auto"
+        return fields, data, upload.filename or "submission.py"
+    raise ApiError(415, "unsupported_media_type", "send application/json (with 'source') or multipart/form-data "
+                                                  "(with 'file')")
+
+
+def _check_callback(url: str | None, who: Principal) -> str | None:
+    if url is None:
+        return None
+    if not who.is_staff:
+        raise ApiError(403, "forbidden", "callback_url: only interviewer or admin tokens may set a webhook")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or not parts.hostname:
+        raise ApiError(422, "invalid_callback_url", "callback_url: must be an absolute http(s) URL")
+    return url
+
+
+def _limits(request: Request, candidate: str | None) -> None:
+    s, store, metrics = request.app.state.settings, request.app.state.store, request.app.state.metrics
+    if store.queue_depth() >= s.queue_max:
+        metrics.inc("grader_rejections_total", reason="queue_full")
+        raise ApiError(503, "queue_full", "the grading queue is full; try again shortly",
+                       headers={"Retry-After": "10"})
+    if candidate is None:
+        return
+    if s.max_in_flight and store.in_flight(candidate) >= s.max_in_flight:
+        metrics.inc("grader_rejections_total", reason="in_flight")
+        raise ApiError(429, "too_many_in_flight", f"candidate {candidate!r} already has {s.max_in_flight} "
+                                                  "submissions queued or running", headers={"Retry-After": "5"})
+    if s.rate_per_minute:
+        n, oldest = store.received_since(candidate, now() - dt.timedelta(seconds=60))
+        if n >= s.rate_per_minute:
+            wait = 60 - (now() - oldest).total_seconds() if oldest else 60
+            metrics.inc("grader_rejections_total", reason="rate_limit")
+            raise ApiError(429, "rate_limited", f"candidate {candidate!r} made {n} submissions in the last "
+                                                "minute", headers={"Retry-After": str(max(1, math.ceil(wait)))})
+
+
+def _intake(request: Request, who: Principal, fields: dict, data: bytes, filename: str, key: str | None):
+    store = request.app.state.store
+    exercise = exercise_or_422(fields["exercise"])
+    track = track_or_422(fields.get("track") or "auto")
+    try:
+        source = grading.vet_source(data)
+    except grading.UsageError as exc:
+        status = exc.context.get("status", 422)
+        request.app.state.metrics.inc("grader_rejections_total", reason="too_large" if status == 413 else "invalid")
+        raise ApiError(status, "too_large" if status == 413 else "invalid_source", exc.message) from None
+    callback = _check_callback(fields.get("callback_url"), who)
+    if who.role == "candidate":
+        if fields.get("candidate") not in (None, who.candidate):
+            raise ApiError(403, "forbidden", "a candidate token submits only for its own candidate")
+        candidate = who.candidate
+    else:
+        candidate = fields.get("candidate")
+    resolved = grading.detect_track(source, exercise) if track == "auto" else track
+    filename = (_FILENAME_BAD.sub("_", filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]) or "submission.py")[:200]
+    seed = fields.get("seed") if fields.get("seed") is not None else 0   # the CLI's default
+    kw = dict(exercise=exercise, track_requested=track, track=resolved, candidate=candidate, filename=filename,
+              seed=seed, callback_url=callback, source=source, token_id=who.token_id, idempotency_key=key)
+    with _intake_lock:  # the limit checks and the insert, one at a time in this process
+        if key:
+            try:
+                found = store.find_by_key(who.token_id, key)
+                if found is not None:
+                    return store.check_same(found, hashlib.sha256(data).hexdigest(), exercise), False
+            except Conflict as exc:
+                raise ApiError(409, "idempotency_conflict", str(exc)) from None
+        _limits(request, candidate)
+        try:
+            return store.create_submission(**kw)
+        except Conflict as exc:
+            raise ApiError(409, "idempotency_conflict", str(exc)) from None
+
+
+@router.post("", status_code=202, response_model=SubmissionOut,
+             responses={200: {"model": SubmissionOut, "description": "graded within ?wait=S (report included) or "
+                                                                     "an Idempotency-Key replay"},
+                        **error_responses(401, 403, 409, 413, 415, 422, 429, 503)},
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/json": {"schema": _json_schema()},
+                 "multipart/form-data": {"schema": _MULTIPART_SCHEMA}}}})
+async def create_submission(request: Request, wait: float = Query(0, ge=0, le=MAX_WAIT),
+                            idempotency_key: str | None = Header(None, max_length=200),
+                            who: Principal = Depends(principal)):
+    """Submit a file for grading. The submission is stored before the answer; 202 with its id and links, or
+    the report if it is graded within `wait` seconds."""
+    fields, data, filename = await _read_fields(request)
+    key = (idempotency_key or "").strip() or None    # an empty key is no key
+    row, created = await run_in_threadpool(_intake, request, who, fields, data, filename, key)
+    if created:
+        request.app.state.metrics.inc("grader_submissions_total", exercise=row["exercise"])
+        request.app.state.pool.enqueue(row["id"])
+    row = await _wait_for(request, row, wait)
+    report = None
+    if row["status"] == "done" and wait:
+        report = report_for(row, who.audience)
+    code = 200 if row["status"] in ("done", "infrastructure_error") or not created else 202
+    return JSONResponse(_out(row, report), status_code=code,
+                        headers={"Location": f"/v1/submissions/{row['id']}"})
+
+
+async def _wait_for(request: Request, row: dict, wait: float) -> dict:
+    deadline = time.monotonic() + min(wait, MAX_WAIT)
+    store = request.app.state.store
+    while row["status"] in ("queued", "running") and time.monotonic() < deadline:
+        await asyncio.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+        row = await run_in_threadpool(store.get, row["id"])
+    return row
+
+
+@router.get("", response_model=SubmissionList, responses=error_responses(401, 422))
+def list_submissions(request: Request, exercise: str | None = Query(None, max_length=64),
+                     candidate: str | None = Query(None, max_length=200),
+                     verdict: str | None = Query(None, pattern="^(passed|failed|error)$"),
+                     status: str | None = Query(None, pattern="^(queued|running|done|infrastructure_error)$"),
+                     since: dt.datetime | None = Query(None, description="ISO 8601; received at or after"),
+                     limit: int = Query(50, ge=1, le=200), cursor: str | None = Query(None, max_length=20),
+                     who: Principal = Depends(principal)):
+    """Newest first. Candidates see only their own submissions."""
+    if not who.is_staff:
+        candidate = who.candidate
+    elif candidate == "":
+        candidate = None
+    rows = request.app.state.store.list_submissions(exercise=exercise, candidate=candidate, verdict=verdict,
+                                                    status=status, since=parse_since(since), limit=limit + 1,
+                                                    cursor=parse_cursor(cursor))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {"items": [_out(r) for r in rows], "next_cursor": str(rows[-1]["seq"]) if more else None}
+
+
+@router.get("/{sub_id}", response_model=SubmissionOut, responses=error_responses(401, 404))
+def get_submission(sub_id: str, request: Request, who: Principal = Depends(principal)):
+    return _out(visible_row(request, who, sub_id))
+
+
+@router.get("/{sub_id}/report", responses={200: {"description": "the report (schema "
+                                                                "attention-grader/report/v1), for the caller's "
+                                                                "audience", "content": {"application/json": {
+                                                                    "schema": {"type": "object"}}}},
+                                           **error_responses(401, 403, 404, 409)})
+def get_report(sub_id: str, request: Request,
+               audience: str | None = Query(None, pattern="^(interviewer|candidate)$"),
+               who: Principal = Depends(principal)):
+    """The JSON report. Candidates always get the candidate view (hidden tests' messages and inputs removed);
+    interviewers may ask for it with `?audience=candidate`."""
+    row = visible_row(request, who, sub_id)
+    aud = "candidate" if not who.is_staff else (audience or "interviewer")
+    return JSONResponse(report_for(row, aud))
+
+
+@router.get("/{sub_id}/report.html", response_class=HTMLResponse,
+            responses=error_responses(401, 403, 404, 409))
+def get_report_html(sub_id: str, request: Request,
+                    audience: str | None = Query(None, pattern="^(interviewer|candidate)$"),
+                    who: Principal = Depends(principal)):
+    """The self-contained HTML report (plots, highlighted source)."""
+    row = visible_row(request, who, sub_id)
+    aud = "candidate" if not who.is_staff else (audience or "interviewer")
+    report = report_for(row, "interviewer")
+    npz = request.app.state.store.get_artifact(sub_id)
+    page = grading.report_html(report, audience=aud, source=row["source"], npz=npz)
+    return HTMLResponse(page)
+
+
+@router.post("/{sub_id}/regrade", status_code=202, response_model=SubmissionOut,
+             responses=error_responses(401, 403, 404, 409))
+def regrade(sub_id: str, request: Request, who: Principal = Depends(staff)):
+    """Grade the stored file again (interviewer or admin); the new report replaces the old one."""
+    row = visible_row(request, who, sub_id)
+    if row["status"] == "running":
+        raise ApiError(409, "running", "this submission is being graded right now", headers={"Retry-After": "5"})
+    row = request.app.state.store.regrade(sub_id)
+    if row["status"] != "queued":
+        raise ApiError(409, "running", "this submission is being graded right now", headers={"Retry-After": "5"})
+    request.app.state.pool.enqueue(sub_id)
+    return JSONResponse(_out(row), status_code=202)

@@ -1,0 +1,62 @@
+"""/healthz, /readyz, /metrics."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from harness.service import grading
+from harness.service.auth import Principal, staff
+from harness.service.models import Health, Ready
+from harness.service.api.common import error_responses
+
+router = APIRouter(tags=["system"])
+_SANDBOX_CACHE: dict = {}
+
+
+@router.get("/healthz", response_model=Health)
+def healthz():
+    """The process answers."""
+    return {"status": "ok"}
+
+
+def _sandbox_check(sandbox: str) -> tuple[bool, str]:
+    hit = _SANDBOX_CACHE.get(sandbox)
+    if hit and time.monotonic() - hit[0] < 30:
+        return hit[1]
+    result = grading.sandbox_status(sandbox)
+    _SANDBOX_CACHE[sandbox] = (time.monotonic(), result)
+    return result
+
+
+@router.get("/readyz", response_model=Ready, responses={503: {"model": Ready, "description": "not ready"}})
+def readyz(request: Request):
+    """Ready to grade: the store answers, the sandbox can run, the workers are alive."""
+    checks = {}
+    try:
+        request.app.state.store.ping()
+        checks["store"] = {"ok": True, "detail": "sqlite" if request.app.state.store.is_sqlite else "postgres"}
+    except Exception as exc:
+        checks["store"] = {"ok": False, "detail": type(exc).__name__}
+    ok, detail = _sandbox_check(request.app.state.settings.sandbox)
+    checks["sandbox"] = {"ok": ok, "detail": detail}
+    stats = request.app.state.pool.stats()
+    checks["workers"] = {"ok": bool(stats.get("healthy")), "detail": f"{stats.get('workers')} workers, "
+                                                                       f"{stats.get('busy')} busy"}
+    ready = all(c["ok"] for c in checks.values())
+    return JSONResponse({"status": "ready" if ready else "not_ready", "checks": checks},
+                        status_code=200 if ready else 503)
+
+
+@router.get("/metrics", response_class=PlainTextResponse, responses=error_responses(401, 403))
+def metrics(request: Request, who: Principal = Depends(staff)):
+    """Prometheus text format (interviewer or admin token)."""
+    store, pool = request.app.state.store, request.app.state.pool
+    counts = store.status_counts()
+    gauges = {"grader_queue_depth": ("Submissions queued.", counts.get("queued", 0)),
+              "grader_in_flight": ("Submissions being graded.", counts.get("running", 0)),
+              "grader_workers_busy": ("Grading workers of this process busy.", pool.stats().get("busy", 0))}
+    return PlainTextResponse(request.app.state.metrics.render(gauges),
+                             media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,225 @@
+"""The one adapter between the service and the harness's internals.
+
+Everything the service needs from the grader — grading a file, the report's renderers, the audience filter,
+the exercise registry and stubs, the errors — is imported here and nowhere else in ``harness/service/``, so a
+later move of those internals touches this file only.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+from harness import __version__ as HARNESS_VERSION  # noqa: F401
+from harness.core.errors import GraderError, InfrastructureError, UsageError  # noqa: F401
+
+TRACKS = ("numpy", "torch")
+AUDIENCES = ("interviewer", "candidate")
+
+
+def max_source_bytes() -> int:
+    from harness.grading.submission import MAX_BYTES
+
+    return MAX_BYTES
+
+
+# -- exercises -------------------------------------------------------------------------------------------
+def exercise_names() -> list[str]:
+    from harness.core.exercises import all_exercises
+
+    return list(all_exercises())
+
+
+def did_you_mean(value: str, choices) -> str:
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.5)
+    return f"; did you mean {close[0]!r}?" if close else f"; choose one of: {', '.join(choices)}"
+
+
+def get_exercise(name: str):
+    """The exercise; UsageError with a "did you mean" when there is none by that name."""
+    from harness.core.exercises import get_exercise as get
+
+    return get(name)
+
+
+def _signature(ex, track: str) -> str:
+    t = ex.track(track)
+    if track == "numpy":
+        return f"{t['entry']}({', '.join(t.get('args', []) + [k + '=None' for k in t.get('kwargs', [])])})"
+    init = ", ".join(t.get("init", []) + [f"{k}=True" for k in t.get("init_kwargs", [])])
+    fwd = ", ".join(["self"] + t.get("forward", []) + [f"{k}=None" for k in t.get("forward_kwargs", [])])
+    return f"class {t['entry']}(nn.Module): __init__(self, {init}); forward({fwd})"
+
+
+def exercise_summary(name: str) -> dict:
+    ex = get_exercise(name)
+    return {"name": ex.name, "title": ex.title, "summary": ex.summary,
+            "tracks": {t: {"entry": ex.entry(t), "signature": _signature(ex, t)} for t in TRACKS}}
+
+
+def exercise_detail(name: str) -> dict:
+    ex = get_exercise(name)
+    d = exercise_summary(name)
+    d["prompt"] = ex.prompt_path().read_text(encoding="utf-8")
+    return d
+
+
+def stub_text(name: str, track: str) -> str:
+    ex = get_exercise(name)
+    check_track(track)
+    return ex.stub_path(track).read_text(encoding="utf-8")
+
+
+def check_track(track: str, allow_auto: bool = False) -> str:
+    choices = (("auto",) if allow_auto else ()) + TRACKS
+    if track not in choices:
+        raise UsageError(f"unknown track {track!r}{did_you_mean(track, choices)}")
+    return track
+
+
+def detect_track(source: str, exercise: str) -> str:
+    from harness.grading.submission import Submission, detect_track as detect
+
+    return detect(Submission(Path("submission.py"), source, "", len(source)), get_exercise(exercise))
+
+
+def vet_source(data: bytes) -> str:
+    """The submission's text, or UsageError for what `grade` refuses too (binary, not UTF-8, too large)."""
+    limit = max_source_bytes()
+    if len(data) > limit:
+        raise UsageError(f"the submission is {len(data)} bytes; the limit is {limit} (1 MB)", status=413)
+    if b"\x00" in data:
+        raise UsageError("the submission is a binary file (it contains NUL bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"the submission is not UTF-8 text (byte {exc.start})") from None
+
+
+# -- grading (called in a grading process, never in the API process) -----------------------------------
+def grade_source(*, exercise: str, source_path: str, track: str, sandbox: str, seed: int,
+                 label: str | None = None) -> dict:
+    """Grade one file; the answer is JSON-able: {"kind": "report", "report": dict, "npz_b64": str|None} or
+    {"kind": "usage"|"infrastructure", "message": str}."""
+    from harness.core import sidecar
+    from harness.grading.engine import grade
+
+    notices: list[str] = []
+    try:
+        report = grade(exercise=exercise, submission=source_path, track=track, sandbox=sandbox, seed=seed,
+                       notice=notices.append, keep_artifacts=True)
+    except UsageError as exc:
+        return {"kind": "usage", "message": exc.message}
+    except GraderError as exc:
+        hint = getattr(exc, "hint", "")
+        return {"kind": "infrastructure", "message": exc.message + (f" (fix: {hint})" if hint else "")}
+    except Exception as exc:  # a grader bug: ours, never the candidate's
+        return {"kind": "infrastructure", "message": f"internal error: {type(exc).__name__}: {exc}"}
+    data = json.loads(report.to_json())
+    if label:
+        data["submission"]["path"] = label
+    npz_b64 = None
+    items = report.artifacts
+    if items:
+        with tempfile.TemporaryDirectory(prefix="grader-art-") as tmp:
+            npz = Path(tmp) / "report.npz"
+            data["artifacts"] = sidecar.save(items, npz)
+            npz_b64 = base64.b64encode(npz.read_bytes()).decode()
+    return {"kind": "report", "report": data, "npz_b64": npz_b64, "notices": notices}
+
+
+def warm_up() -> None:
+    import harness.grading.engine  # noqa: F401
+
+
+# -- reports and renderers -------------------------------------------------------------------------------
+def for_audience(report: dict, audience: str) -> dict:
+    from harness.core.audience import for_audience as f
+
+    return f(report, audience)
+
+
+def validate_report(report: dict) -> bool:
+    from harness.core.report import validate_report as v
+
+    return v(report)
+
+
+def summary_lines(report: dict, audience: str = "interviewer") -> list[str]:
+    """The terminal summary `grade run` prints."""
+    from harness.reports.terminal import render_dict
+
+    return render_dict(report, audience=audience)
+
+
+def report_html(report: dict, *, audience: str, source: str | None, npz: bytes | None) -> str:
+    """The self-contained HTML report (plots from the stored .npz, the source from the store)."""
+    from harness.reports.html import render_html
+
+    with tempfile.TemporaryDirectory(prefix="grader-html-") as tmp:
+        report_path = Path(tmp) / "report.json"
+        source_path = None
+        if npz is not None and report.get("artifacts"):
+            (Path(tmp) / Path(report["artifacts"]["file"]).name).write_bytes(npz)
+        if source is not None:
+            source_path = Path(tmp) / "submission.py"
+            source_path.write_bytes(source.encode("utf-8"))
+        return render_html(report, audience=audience, report_path=report_path, source_path=source_path)
+
+
+def compare_html(named_reports: list[tuple[str, dict]]) -> str:
+    import copy
+
+    from harness.reports.compare import render_html
+
+    out = []
+    for name, r in named_reports:
+        r = copy.deepcopy(r)
+        r.setdefault("submission", {})["path"] = name   # the compare table names rows by submission path
+        out.append((Path(name), r))
+    return render_html(out)
+
+
+def compare_script_hashes() -> list[str]:
+    """CSP hashes ('sha256-...') of the inline scripts the compare page carries."""
+    from harness.reports import compare
+
+    js = getattr(compare, "_SORT_JS", "")
+    return [base64.b64encode(hashlib.sha256(js.encode()).digest()).decode()] if js else []
+
+
+def junit_xml(named_reports: list[tuple[str, dict]]) -> str:
+    from harness.reports.junit import to_xml
+
+    return to_xml(named_reports, name="grade serve export")
+
+
+def gradescope_results(report: dict) -> dict:
+    from harness.reports.gradescope import results_json
+
+    return results_json(report)
+
+
+def category_scores(report: dict) -> list[dict]:
+    from harness.reports.summary import category_scores as c
+
+    return c(report)
+
+
+def sandbox_status(sandbox: str) -> tuple[bool, str]:
+    """Can grading run with this sandbox setting? (ok, detail). Cheap: no container is started."""
+    if sandbox == "local":
+        return True, "local process sandbox"
+    try:
+        from harness.sandbox import get_sandbox
+
+        box = get_sandbox(sandbox, notice=lambda m: None)
+        return True, f"{box.name} sandbox"
+    except GraderError as exc:
+        return False, exc.message
+    except Exception as exc:  # pragma: no cover
+        return False, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,244 @@
+"""The web pages: sign in with a token, candidates pick an exercise, download the stub, upload a file, watch
+the status and read their report; interviewers filter the list, open reports, compare, regrade and export.
+
+Server-rendered (Jinja2, autoescaped: candidate text is always escaped), no scripts of our own (the status page
+refreshes with <meta http-equiv=refresh>), every page under a restrictive Content-Security-Policy. The session
+is the token in an HttpOnly, SameSite=Strict cookie; every form that changes something carries a CSRF token
+(an HMAC of the session with a server secret; the sign-in form a double-submit cookie)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+
+from harness.service import grading, views
+from harness.service.auth import COOKIE, Principal, check_csrf, csrf_token, lookup
+from harness.service.errors import ApiError
+
+router = APIRouter(include_in_schema=False)
+TEMPLATES = Environment(loader=FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
+                        autoescape=select_autoescape(default=True, default_for_string=True))
+LOGIN_CSRF = "grader_login_csrf"
+
+
+def _render(request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
+    who = ctx.get("who")
+    token = request.cookies.get(COOKIE)
+    ctx.setdefault("csrf", csrf_token(request.app.state.secret, token) if (who and token) else "")
+    return HTMLResponse(TEMPLATES.get_template(name).render(**ctx), status_code=status,
+                        headers={"Cache-Control": "no-store"})
+
+
+def _who(request: Request) -> Principal | None:
+    token = request.cookies.get(COOKIE)
+    return lookup(request, token) if token else None
+
+
+def _signin(request: Request):
+    return RedirectResponse("/login?" + urlencode({"next": request.url.path}), status_code=303)
+
+
+def _forbidden(request: Request, who: Principal, what: str) -> HTMLResponse:
+    return _render(request, "message.html", 403, who=who, title="Not allowed",
+                   message=f"{what} needs an interviewer or admin token.")
+
+
+async def _form_csrf_ok(request: Request, form) -> bool:
+    token = request.cookies.get(COOKIE) or ""
+    return check_csrf(request.app.state.secret, token, form.get("csrf"))
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request):
+    who = _who(request)
+    if who is None:
+        return RedirectResponse("/login", status_code=303)
+    return RedirectResponse("/submissions" if who.is_staff else "/exercises", status_code=303)
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_page(request: Request, next: str = "/"):
+    nonce = secrets.token_urlsafe(24)
+    resp = _render(request, "login.html", who=None, csrf=nonce, next=_safe_next(next), error=None)
+    resp.set_cookie(LOGIN_CSRF, nonce, httponly=True, samesite="strict", path="/login",
+                    secure=request.app.state.settings.secure_cookies)
+    return resp
+
+
+def _safe_next(value: str | None) -> str:
+    return value if value and value.startswith("/") and not value.startswith("//") and "\\" not in value else "/"
+
+
+@router.post("/login", response_class=HTMLResponse)
+async def login(request: Request):
+    form = await request.form()
+    sent, cookie = form.get("csrf") or "", request.cookies.get(LOGIN_CSRF) or ""
+    if not sent or not cookie or not secrets.compare_digest(str(sent), cookie):
+        return _render(request, "login.html", 403, who=None, csrf="", next="/",
+                       error="The sign-in form expired; reload the page and try again.")
+    token = str(form.get("token") or "").strip()
+    who = await run_in_threadpool(lookup, request, token) if token else None
+    if who is None:
+        nonce = secrets.token_urlsafe(24)
+        resp = _render(request, "login.html", 401, who=None, csrf=nonce, next=_safe_next(form.get("next")),
+                       error="That token is unknown, revoked or expired.")
+        resp.set_cookie(LOGIN_CSRF, nonce, httponly=True, samesite="strict", path="/login",
+                        secure=request.app.state.settings.secure_cookies)
+        return resp
+    resp = RedirectResponse(_safe_next(str(form.get("next") or "/")), status_code=303)
+    resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
+                    secure=request.app.state.settings.secure_cookies, max_age=12 * 3600)
+    resp.delete_cookie(LOGIN_CSRF, path="/login")
+    return resp
+
+
+@router.post("/logout")
+async def logout(request: Request):
+    form = await request.form()
+    if not await _form_csrf_ok(request, form):
+        return HTMLResponse("forbidden", status_code=403)
+    resp = RedirectResponse("/login", status_code=303)
+    resp.delete_cookie(COOKIE, path="/")
+    return resp
+
+
+@router.get("/exercises", response_class=HTMLResponse)
+def exercises_page(request: Request):
+    who = _who(request)
+    if who is None:
+        return _signin(request)
+    return _exercises(request, who)
+
+
+@router.get("/exercises/{name}", response_class=HTMLResponse)
+def exercise_page(request: Request, name: str):
+    who = _who(request)
+    if who is None:
+        return _signin(request)
+    if name not in grading.exercise_names():
+        return _render(request, "message.html", 404, who=who, title="Not found",
+                       message=f"No exercise {name!r}{grading.did_you_mean(name, grading.exercise_names())}")
+    return _render(request, "exercise.html", who=who, ex=grading.exercise_detail(name))
+
+
+def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200):
+    exercises = [grading.exercise_summary(n) for n in grading.exercise_names()]
+    mine = request.app.state.store.list_submissions(candidate=who.candidate, limit=20) if not who.is_staff else []
+    return _render(request, "exercises.html", status, who=who, exercises=exercises, error=error,
+                   mine=[views.submission_view(r) for r in mine])
+
+
+@router.post("/submit", response_class=HTMLResponse)
+async def submit_page(request: Request):
+    from harness.service.api.submissions import _intake
+
+    who = _who(request)
+    if who is None:
+        return _signin(request)
+    try:
+        form = await request.form(max_files=1, max_fields=10)
+    except Exception:
+        return _exercises(request, who, error="The upload could not be read.", status=422)
+    if not await _form_csrf_ok(request, form):
+        return _exercises(request, who, error="The form expired; reload the page and try again.", status=403)
+    upload = form.get("file")
+    if upload is None or isinstance(upload, str) or not upload.filename:
+        return _exercises(request, who, error="Choose a .py file to upload.", status=422)
+    data = await upload.read()
+    fields = {"exercise": str(form.get("exercise") or ""), "track": str(form.get("track") or "auto"),
+              "candidate": (str(form.get("candidate")) or None) if who.is_staff and form.get("candidate") else None}
+    try:
+        row, created = await run_in_threadpool(_intake, request, who, fields, data, upload.filename, None)
+    except ApiError as exc:
+        return _exercises(request, who, error=exc.message, status=exc.status)
+    request.app.state.metrics.inc("grader_submissions_total", exercise=row["exercise"])
+    request.app.state.pool.enqueue(row["id"])
+    return RedirectResponse(f"/submissions/{row['id']}", status_code=303)
+
+
+@router.get("/submissions/{sub_id}", response_class=HTMLResponse)
+def submission_page(request: Request, sub_id: str):
+    who = _who(request)
+    if who is None:
+        return _signin(request)
+    row = request.app.state.store.get(sub_id) if len(sub_id) <= 64 else None
+    from harness.service.auth import can_see
+
+    if row is None or not can_see(who, row):
+        return _render(request, "message.html", 404, who=who, title="Not found", message="No such submission.")
+    sub = views.submission_view(row)
+    summary, cats = [], []
+    if row["status"] == "done" and row["report_json"]:
+        report = grading.for_audience(json.loads(row["report_json"]), who.audience)
+        summary = grading.summary_lines(report, audience=who.audience)
+        cats = grading.category_scores(report)
+    return _render(request, "submission.html", who=who, sub=sub, summary=summary, cats=cats,
+                   refresh=row["status"] in ("queued", "running"))
+
+
+@router.get("/submissions", response_class=HTMLResponse)
+def list_page(request: Request, exercise: str = Query("", max_length=64), candidate: str = Query("", max_length=200),
+              verdict: str = Query("", max_length=16), cursor: str = Query("", max_length=20)):
+    who = _who(request)
+    if who is None:
+        return _signin(request)
+    if not who.is_staff:
+        return RedirectResponse("/exercises", status_code=303)
+    cur = int(cursor) if cursor.isdigit() and len(cursor) < 18 else None
+    rows = request.app.state.store.list_submissions(exercise=exercise or None, candidate=candidate or None,
+                                                    verdict=verdict if verdict in ("passed", "failed", "error")
+                                                    else None, limit=51, cursor=cur)
+    more = len(rows) > 50
+    rows = rows[:50]
+    query = {k: v for k, v in (("exercise", exercise), ("candidate", candidate), ("verdict", verdict)) if v}
+    return _render(request, "list.html", who=who, subs=[views.submission_view(r) for r in rows],
+                   filters=query, exercises=grading.exercise_names(),
+                   export_query=urlencode(query), next_cursor=str(rows[-1]["seq"]) if more else None,
+                   next_query=urlencode({**query, "cursor": str(rows[-1]["seq"])}) if more else "")
+
+
+@router.post("/submissions/{sub_id}/regrade")
+async def regrade_page(request: Request, sub_id: str):
+    who = _who(request)
+    if who is None:
+        return _signin(request)
+    form = await request.form()
+    if not await _form_csrf_ok(request, form):
+        return _render(request, "message.html", 403, who=who, title="Form expired",
+                       message="The form expired; reload the page and try again.")
+    if not who.is_staff:
+        return _forbidden(request, who, "Regrading")
+    row = request.app.state.store.get(sub_id) if len(sub_id) <= 64 else None
+    if row is None:
+        return _render(request, "message.html", 404, who=who, title="Not found", message="No such submission.")
+    if row["status"] != "running":
+        request.app.state.store.regrade(sub_id)
+        request.app.state.pool.enqueue(sub_id)
+    return RedirectResponse(f"/submissions/{sub_id}", status_code=303)
+
+
+@router.get("/compare", response_class=HTMLResponse)
+def compare_page(request: Request, ids: list[str] = Query(default=[], max_length=100)):
+    who = _who(request)
+    if who is None:
+        return _signin(request)
+    if not who.is_staff:
+        return _forbidden(request, who, "Comparing candidates")
+    rows = request.app.state.store.list_submissions(ids=[i for i in ids if len(i) <= 64][:50], limit=50)
+    done = [(f"{r['candidate'] or 'anonymous'} · {r['filename']} · {r['id'][:8]}", json.loads(r["report_json"]))
+            for r in rows if r["status"] == "done" and r["report_json"]]
+    if not done:
+        return _render(request, "message.html", 422, who=who, title="Nothing to compare",
+                       message="Select graded submissions in the list, then press Compare.")
+    page = grading.compare_html(done)
+    hashes = " ".join(f"'sha256-{h}'" for h in grading.compare_script_hashes())
+    csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src {hashes}; "
+           "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+    return HTMLResponse(page, headers={"Content-Security-Policy": csp, "Cache-Control": "no-store"})

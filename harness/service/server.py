@@ -1,0 +1,68 @@
+"""Building and running the server: open the store (migrations), take the data-dir lock (embedded mode:
+one server per SQLite store), wire the pool, the webhooks and the app, run uvicorn."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+
+from harness.service.settings import Settings
+
+
+class DataDirLocked(RuntimeError):
+    pass
+
+
+def lock_data_dir(settings: Settings):
+    """An exclusive lock on <data-dir>/serve.lock, held for the life of the process (released by the kernel
+    on any exit, kill -9 included)."""
+    settings.ensure_data_dir()
+    fd = os.open(settings.data_dir / "serve.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DataDirLocked(f"another `grade serve` is using {settings.data_dir}") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def open_store(settings: Settings):
+    from harness.service.store import Store
+
+    if settings.is_sqlite:
+        settings.ensure_data_dir()
+    store = Store(settings.database_url)
+    store.migrate()
+    return store
+
+
+def build(settings: Settings):
+    from harness.service.app import create_app
+    from harness.service.metrics import Metrics
+    from harness.service.queue import InProcessPool
+    from harness.service.webhooks import WebhookSender
+
+    store = open_store(settings)
+    metrics = Metrics()
+    pool = InProcessPool(store, settings, metrics, embedded=settings.is_sqlite)
+    hooks = WebhookSender(store, settings, metrics)
+    return create_app(settings, store, pool, metrics=metrics, webhooks=hooks), store
+
+
+def serve(settings: Settings, *, log_level: str = "info") -> None:
+    import uvicorn
+
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    fd = lock_data_dir(settings)   # one server per data dir (and so per SQLite store, or per owner id)
+    app, store = build(settings)
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=True,
+                    proxy_headers=False, server_header=False, timeout_graceful_shutdown=10)
+    finally:
+        store.dispose()
+        if fd is not None:
+            os.close(fd)

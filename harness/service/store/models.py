@@ -1,0 +1,92 @@
+"""Tables (datetimes are naive UTC). Changes go through an Alembic migration in migrations/versions/ (the store runs them at start)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text,
+                        UniqueConstraint)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Token(Base):
+    __tablename__ = "tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(20))            # admin | interviewer | candidate
+    candidate: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)   # sha256 hex of the secret
+    prefix: Mapped[str] = mapped_column(String(16))          # shown in listings, never enough to use
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+
+
+class Submission(Base):
+    __tablename__ = "submissions"
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)  # order; list cursors
+    id: Mapped[str] = mapped_column(String(32), unique=True)        # public id (random, not guessable)
+    exercise: Mapped[str] = mapped_column(String(64))
+    track_requested: Mapped[str] = mapped_column(String(16))
+    track: Mapped[str] = mapped_column(String(16))
+    candidate: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    filename: Mapped[str] = mapped_column(String(255))
+    seed: Mapped[int] = mapped_column(BigInteger)
+    callback_url: Mapped[str | None] = mapped_column(Text, nullable=True)
+    source: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64))
+    size: Mapped[int] = mapped_column(Integer)
+    token_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    status: Mapped[str] = mapped_column(String(32))               # queued | running | done | infrastructure_error
+    attempts: Mapped[int] = mapped_column(Integer, default=0)     # grading attempts started (claims)
+    not_before: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    lease_until: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+    received_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+    verdict: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_score: Mapped[float | None] = mapped_column(Float, nullable=True)
+    report_json: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error_message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    reports_written: Mapped[int] = mapped_column(Integer, default=0)   # audit: must end at exactly 1
+    __table_args__ = (
+        UniqueConstraint("token_id", "idempotency_key", name="uq_submission_idempotency"),
+        Index("ix_submissions_status", "status"),
+        Index("ix_submissions_candidate", "candidate"),
+        Index("ix_submissions_exercise", "exercise"),
+    )
+
+
+class Artifact(Base):
+    """The report's .npz sidecar (plot arrays), kept in the store so any machine can render the page."""
+    __tablename__ = "artifacts"
+    submission_id: Mapped[str] = mapped_column(String(32), ForeignKey("submissions.id", ondelete="CASCADE"),
+                                               primary_key=True)
+    npz: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class Webhook(Base):
+    __tablename__ = "webhooks"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    submission_id: Mapped[str] = mapped_column(String(32), ForeignKey("submissions.id", ondelete="CASCADE"))
+    url: Mapped[str] = mapped_column(Text)
+    payload: Mapped[str] = mapped_column(Text)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    delivered: Mapped[bool] = mapped_column(Boolean, default=False)
+    gave_up: Mapped[bool] = mapped_column(Boolean, default=False)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    __table_args__ = (Index("ix_webhooks_pending", "delivered", "gave_up", "next_at"),)
+
+
+class ServerSecret(Base):
+    __tablename__ = "server_secrets"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(200))

@@ -1,0 +1,395 @@
+"""All reads and writes of the store. State changes of a submission are single conditional UPDATEs, so two
+graders (threads, processes or machines) can never both own it and a stale one can never write a report:
+
+* claim:  queued -> running   (attempts += 1; the attempt number is the grader's lease on the row)
+* finish: running -> done     only WHERE attempts = <the grader's attempt>; the report lands in the same row
+* retry:  running -> queued   (an infrastructure fault, with backoff) or -> infrastructure_error at the cap
+* recover: running rows whose lease expired (or, in embedded mode, all of them at start) -> queued
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import secrets
+import threading
+from pathlib import Path
+
+from sqlalchemy import create_engine, event, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import sessionmaker
+
+from harness.service.store.models import Artifact, Base, ServerSecret, Submission, Token, Webhook
+
+ROLES = ("admin", "interviewer", "candidate")
+IN_FLIGHT = ("queued", "running")
+STATUSES = ("queued", "running", "done", "infrastructure_error")
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def iso(t: dt.datetime | None) -> str | None:
+    return None if t is None else t.replace(microsecond=(t.microsecond // 1000) * 1000).isoformat() + "Z"
+
+
+def hash_token(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _row(obj) -> dict:
+    return {c.key: getattr(obj, c.key) for c in obj.__table__.columns}
+
+
+class Conflict(Exception):
+    """An Idempotency-Key reused for a different submission."""
+
+
+class Store:
+    def __init__(self, database_url: str, *, echo: bool = False):
+        self.url = database_url
+        self.is_sqlite = database_url.startswith("sqlite")
+        kw: dict = {"echo": echo, "future": True}
+        if self.is_sqlite:
+            path = database_url.split("///", 1)[-1]
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            kw["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        else:
+            kw.update(pool_pre_ping=True, pool_size=10, max_overflow=20)
+        self.engine = create_engine(database_url, **kw)
+        if self.is_sqlite:
+            @event.listens_for(self.engine, "connect")
+            def _pragmas(dbapi_conn, _record):  # noqa: ANN001
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA synchronous=FULL")   # a 2xx means the row survives a crash
+                cur.execute("PRAGMA busy_timeout=30000")
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.close()
+
+            # BEGIN IMMEDIATE: writers queue on the lock instead of failing to upgrade a read transaction
+            @event.listens_for(self.engine, "begin")
+            def _begin(conn):  # noqa: ANN001
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+            @event.listens_for(self.engine, "connect")
+            def _no_autobegin(dbapi_conn, _record):  # noqa: ANN001
+                dbapi_conn.isolation_level = None
+
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._lock = threading.Lock()
+
+    # -- schema ------------------------------------------------------------------------------------------
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent; safe to call at every start)."""
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(Path(__file__).resolve().parent / "migrations"))
+        cfg.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
+        with self.engine.connect() as conn:
+            if not self.is_sqlite:  # servers starting together on one Postgres migrate one at a time
+                conn.exec_driver_sql("SELECT pg_advisory_lock(7111)")
+                conn.commit()
+            try:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+                conn.commit()
+            finally:
+                if not self.is_sqlite:
+                    conn.exec_driver_sql("SELECT pg_advisory_unlock(7111)")
+                    conn.commit()
+
+    def ping(self) -> None:
+        with self.engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+
+    @contextlib.contextmanager
+    def session(self):
+        with self._sessions() as s:
+            with s.begin():
+                yield s
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # -- secrets -----------------------------------------------------------------------------------------
+    def server_secret(self, name: str) -> str:
+        with self.session() as s:
+            row = s.get(ServerSecret, name)
+            if row is not None:
+                return row.value
+        try:
+            with self.session() as s:
+                s.add(ServerSecret(name=name, value=secrets.token_hex(32)))
+        except IntegrityError:
+            pass
+        with self.session() as s:
+            return s.get(ServerSecret, name).value
+
+    # -- tokens ------------------------------------------------------------------------------------------
+    def create_token(self, *, role: str, name: str, candidate: str | None = None,
+                     expires_at: dt.datetime | None = None) -> tuple[str, dict]:
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
+        if role == "candidate":
+            candidate = candidate or name
+        secret = "gr_" + secrets.token_urlsafe(32)
+        tok = Token(name=name, role=role, candidate=candidate if role == "candidate" else None,
+                    token_hash=hash_token(secret), prefix=secret[:10], created_at=now(), expires_at=expires_at)
+        with self.session() as s:
+            s.add(tok)
+            s.flush()
+            return secret, _row(tok)
+
+    def find_token(self, secret: str) -> dict | None:
+        """The token's row if it exists, is not revoked and has not expired."""
+        with self.session() as s:
+            tok = s.scalar(select(Token).where(Token.token_hash == hash_token(secret)))
+            if tok is None or tok.revoked_at is not None:
+                return None
+            if tok.expires_at is not None and tok.expires_at <= now():
+                return None
+            return _row(tok)
+
+    def list_tokens(self) -> list[dict]:
+        with self.session() as s:
+            return [_row(t) for t in s.scalars(select(Token).order_by(Token.id))]
+
+    def revoke_token(self, token_id: int) -> bool:
+        with self.session() as s:
+            res = s.execute(update(Token).where(Token.id == token_id, Token.revoked_at.is_(None))
+                            .values(revoked_at=now()))
+            return res.rowcount == 1
+
+    def count_tokens(self) -> int:
+        with self.session() as s:
+            return s.scalar(select(func.count()).select_from(Token))
+
+    # -- submissions: intake -----------------------------------------------------------------------------
+    def create_submission(self, *, exercise: str, track_requested: str, track: str, candidate: str | None,
+                          filename: str, seed: int, callback_url: str | None, source: str, token_id: int | None,
+                          idempotency_key: str | None) -> tuple[dict, bool]:
+        """(row, created). With an Idempotency-Key already used by this token: the earlier row, not a new one
+        (Conflict when the key names a different submission)."""
+        data = source.encode("utf-8")
+        sha = hashlib.sha256(data).hexdigest()
+        if idempotency_key:
+            found = self.find_by_key(token_id, idempotency_key)
+            if found is not None:
+                return self.check_same(found, sha, exercise), False
+        sub = Submission(id=secrets.token_hex(12), exercise=exercise, track_requested=track_requested, track=track,
+                         candidate=candidate, filename=filename, seed=seed, callback_url=callback_url,
+                         source=source, sha256=sha, size=len(data), token_id=token_id,
+                         idempotency_key=idempotency_key, status="queued", attempts=0, received_at=now(),
+                         reports_written=0)
+        try:
+            with self.session() as s:
+                s.add(sub)
+                s.flush()
+                return _row(sub), True
+        except IntegrityError:
+            found = self.find_by_key(token_id, idempotency_key) if idempotency_key else None
+            if found is None:
+                raise
+            return self.check_same(found, sha, exercise), False
+
+    def find_by_key(self, token_id, key) -> dict | None:
+        """The submission this token made with this Idempotency-Key, if any."""
+        with self.session() as s:
+            row = s.scalar(select(Submission).where(Submission.token_id == token_id,
+                                                    Submission.idempotency_key == key))
+            return None if row is None else _row(row)
+
+    @staticmethod
+    def check_same(row: dict, sha: str, exercise: str) -> dict:
+        """``row`` if it is the same file for the same exercise; Conflict otherwise."""
+        if row["sha256"] != sha or row["exercise"] != exercise:
+            raise Conflict("this Idempotency-Key was used for a different submission")
+        return row
+
+    def get(self, sub_id: str) -> dict | None:
+        with self.session() as s:
+            row = s.scalar(select(Submission).where(Submission.id == sub_id))
+            return None if row is None else _row(row)
+
+    def get_artifact(self, sub_id: str) -> bytes | None:
+        with self.session() as s:
+            row = s.get(Artifact, sub_id)
+            return None if row is None else row.npz
+
+    def list_submissions(self, *, exercise=None, candidate=None, verdict=None, status=None, since=None,
+                         limit: int = 50, cursor: int | None = None, ids=None) -> list[dict]:
+        q = select(Submission)
+        if exercise:
+            q = q.where(Submission.exercise == exercise)
+        if candidate is not None:
+            q = q.where(Submission.candidate == candidate)
+        if verdict:
+            q = q.where(Submission.verdict == verdict)
+        if status:
+            q = q.where(Submission.status == status)
+        if since is not None:
+            q = q.where(Submission.received_at >= since)
+        if cursor is not None:
+            q = q.where(Submission.seq < cursor)
+        if ids is not None:
+            q = q.where(Submission.id.in_(list(ids)))
+        q = q.order_by(Submission.seq.desc()).limit(limit)
+        with self.session() as s:
+            return [_row(r) for r in s.scalars(q)]
+
+    def queue_depth(self) -> int:
+        with self.session() as s:
+            return s.scalar(select(func.count()).select_from(Submission).where(Submission.status == "queued"))
+
+    def status_counts(self) -> dict:
+        with self.session() as s:
+            rows = s.execute(select(Submission.status, func.count()).group_by(Submission.status)).all()
+        return {k: v for k, v in rows}
+
+    def in_flight(self, candidate: str | None) -> int:
+        with self.session() as s:
+            return s.scalar(select(func.count()).select_from(Submission).where(
+                Submission.candidate == candidate, Submission.status.in_(IN_FLIGHT)))
+
+    def received_since(self, candidate: str | None, since: dt.datetime) -> tuple[int, dt.datetime | None]:
+        """How many submissions this candidate made since ``since``, and the oldest of them."""
+        with self.session() as s:
+            n, oldest = s.execute(select(func.count(), func.min(Submission.received_at)).where(
+                Submission.candidate == candidate, Submission.received_at >= since)).one()
+            return n, oldest
+
+    # -- submissions: grading ----------------------------------------------------------------------------
+    def due_ids(self, limit: int = 100) -> list[str]:
+        with self.session() as s:
+            return list(s.scalars(select(Submission.id).where(
+                Submission.status == "queued",
+                or_(Submission.not_before.is_(None), Submission.not_before <= now()))
+                .order_by(Submission.seq).limit(limit)))
+
+    def claim(self, sub_id: str, owner: str, lease_s: float) -> dict | None:
+        """queued -> running for this owner; the row (with its new attempt number) or None if not claimable."""
+        t = now()
+        with self.session() as s:
+            res = s.execute(update(Submission).where(
+                Submission.id == sub_id, Submission.status == "queued",
+                or_(Submission.not_before.is_(None), Submission.not_before <= t))
+                .values(status="running", attempts=Submission.attempts + 1, started_at=t, lease_owner=owner,
+                        lease_until=t + dt.timedelta(seconds=lease_s), not_before=None))
+            if res.rowcount != 1:
+                return None
+            row = s.scalar(select(Submission).where(Submission.id == sub_id))
+            return _row(row)
+
+    def renew(self, sub_id: str, attempt: int, lease_s: float) -> bool:
+        with self.session() as s:
+            res = s.execute(update(Submission).where(Submission.id == sub_id, Submission.status == "running",
+                                                     Submission.attempts == attempt)
+                            .values(lease_until=now() + dt.timedelta(seconds=lease_s)))
+            return res.rowcount == 1
+
+    def finish(self, sub_id: str, attempt: int, *, report: dict, npz: bytes | None,
+               webhook: tuple[str, str] | None) -> dict | None:
+        """running -> done with the report, only for the grader holding this attempt. The artifact and the
+        webhook delivery are written in the same transaction: all or nothing."""
+        t = now()
+        with self.session() as s:
+            res = s.execute(update(Submission).where(
+                Submission.id == sub_id, Submission.status == "running", Submission.attempts == attempt)
+                .values(status="done", finished_at=t, verdict=report.get("verdict"), score=report.get("score"),
+                        max_score=report.get("max_score"), report_json=json.dumps(report, allow_nan=False),
+                        error_message=None, lease_owner=None, lease_until=None,
+                        reports_written=Submission.reports_written + 1))
+            if res.rowcount != 1:
+                return None
+            old = s.get(Artifact, sub_id)
+            if old is not None:
+                s.delete(old)
+                s.flush()
+            if npz is not None:
+                s.add(Artifact(submission_id=sub_id, npz=npz))
+            if webhook is not None:
+                s.add(Webhook(submission_id=sub_id, url=webhook[0], payload=webhook[1], attempts=0, next_at=t))
+            return _row(s.scalar(select(Submission).where(Submission.id == sub_id)))
+
+    def fail(self, sub_id: str, attempt: int, message: str, *, max_attempts: int, backoff_s: float,
+             webhook_url_payload=None) -> str | None:
+        """An infrastructure fault: back to queued after a backoff, or infrastructure_error past the cap."""
+        t = now()
+        with self.session() as s:
+            row = s.scalar(select(Submission).where(Submission.id == sub_id, Submission.status == "running",
+                                                    Submission.attempts == attempt))
+            if row is None:
+                return None
+            if attempt < max_attempts:
+                row.status, row.not_before = "queued", t + dt.timedelta(seconds=backoff_s * 2 ** (attempt - 1))
+            else:
+                row.status, row.finished_at = "infrastructure_error", t
+                if webhook_url_payload is not None:
+                    s.add(Webhook(submission_id=sub_id, url=webhook_url_payload[0],
+                                  payload=webhook_url_payload[1](row), attempts=0, next_at=t))
+            row.error_message, row.lease_owner, row.lease_until = message[:4000], None, None
+            return row.status
+
+    def recover(self, *, all_running: bool, owner: str | None = None) -> list[str]:
+        """running -> queued for rows whose grader is gone: every one (embedded mode, at start: the store has
+        one server), or those whose lease expired or that ``owner`` (a previous life of this server, which holds
+        the data-dir lock) left behind (a shared store)."""
+        with self.session() as s:
+            q = select(Submission).where(Submission.status == "running")
+            if not all_running:
+                cond = Submission.lease_until < now()
+                if owner is not None:
+                    cond = or_(cond, Submission.lease_owner == owner)
+                q = q.where(cond)
+            rows = list(s.scalars(q))
+            for r in rows:
+                r.status, r.lease_owner, r.lease_until = "queued", None, None
+            return [r.id for r in rows]
+
+    def regrade(self, sub_id: str) -> dict | None:
+        """Back to queued, whatever its state but running (a running one is already being graded)."""
+        with self.session() as s:
+            s.execute(update(Submission).where(Submission.id == sub_id, Submission.status != "running")
+                            .values(status="queued", attempts=0, not_before=None, verdict=None, score=None,
+                                    max_score=None, report_json=None, error_message=None, started_at=None,
+                                    finished_at=None, reports_written=0))
+            row = s.scalar(select(Submission).where(Submission.id == sub_id))
+            return None if row is None else _row(row)
+
+    # -- webhooks ----------------------------------------------------------------------------------------
+    def due_webhooks(self, limit: int = 20) -> list[dict]:
+        with self.session() as s:
+            return [_row(w) for w in s.scalars(select(Webhook).where(
+                Webhook.delivered.is_(False), Webhook.gave_up.is_(False), Webhook.next_at <= now())
+                .order_by(Webhook.id).limit(limit))]
+
+    def webhook_result(self, hook_id: int, *, ok: bool, error: str | None, max_attempts: int,
+                       backoff_s: float) -> None:
+        with self.session() as s:
+            w = s.get(Webhook, hook_id)
+            if w is None:
+                return
+            w.attempts += 1
+            if ok:
+                w.delivered, w.last_error = True, None
+            else:
+                w.last_error = (error or "")[:1000]
+                if w.attempts >= max_attempts:
+                    w.gave_up = True
+                else:
+                    w.next_at = now() + dt.timedelta(seconds=backoff_s * 2 ** (w.attempts - 1))
+
+    def webhooks_for(self, sub_id: str) -> list[dict]:
+        with self.session() as s:
+            return [_row(w) for w in s.scalars(select(Webhook).where(Webhook.submission_id == sub_id))]
+
+
+def create_all_for_tests(engine) -> None:  # pragma: no cover - migrations are the normal path
+    Base.metadata.create_all(engine)

@@ -1,0 +1,140 @@
+"""The grading state machine on a real SQLite store, without a server: claims are exclusive, only the attempt
+holding the claim writes the report, infrastructure faults are retried a bounded number of times and never
+become the candidate's verdict, recovery re-queues what a dead process left running."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from harness.service.queue.pool import grade_submission
+from harness.service.server import open_store
+from harness.service.settings import Settings
+from tests.service.support import FreshPostgres, postgres_url_or_skip
+
+REPORT = {"schema": "attention-grader/report/v1", "exercise": "mha", "track": "numpy", "verdict": "passed",
+          "score": 3.0, "max_score": 3.0, "tests": [], "diagnosis": [], "environment": {"sandbox": "local"},
+          "submission": {"sha256": "x", "size": 1}, "timings": {}}
+
+
+class FakeRunner:
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.calls = 0
+
+    def run(self, task, timeout, heartbeat=None, every=10.0):
+        self.calls += 1
+        if heartbeat:
+            heartbeat()
+        return self.answers.pop(0)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def env(tmp_path, request):
+    """The same store tests on SQLite (always) and Postgres (GRADER_TEST_POSTGRES_URL; never skipped in CI)."""
+    pg = None
+    db = None
+    if request.param == "postgres":
+        pg = FreshPostgres(postgres_url_or_skip())
+        db = pg.url
+    settings = Settings.resolve(tmp_path / "data", db, retry_backoff_s=0.0, max_attempts=3)
+    (settings.data_dir / "work").mkdir(parents=True)
+    store = open_store(settings)
+    yield store, settings
+    store.dispose()
+    if pg is not None:
+        pg.drop()
+
+
+def new(store, **kw):
+    row, created = store.create_submission(**{"exercise": "mha", "track_requested": "auto", "track": "numpy",
+                                              "candidate": "alice", "filename": "a.py", "seed": 0,
+                                              "callback_url": None, "source": "x = 1\n", "token_id": 1,
+                                              "idempotency_key": None, **kw})
+    assert created
+    return row["id"]
+
+
+def test_report_is_written_once_and_a_second_call_is_a_no_op(env):
+    store, settings = env
+    sid = new(store)
+    runner = FakeRunner({"kind": "report", "report": REPORT})
+    assert grade_submission(store, settings, sid, runner, owner="t") == "done"
+    assert grade_submission(store, settings, sid, runner, owner="t") is None
+    row = store.get(sid)
+    assert row["status"] == "done" and row["reports_written"] == 1 and runner.calls == 1
+
+
+def test_infrastructure_faults_are_retried_then_graded(env):
+    store, settings = env
+    sid = new(store)
+    fault = {"kind": "infrastructure", "message": "sandbox could not start"}
+    runner = FakeRunner(fault, fault, {"kind": "report", "report": REPORT})
+    assert grade_submission(store, settings, sid, runner, owner="t") == "queued"
+    assert store.get(sid)["error_message"] == "sandbox could not start"
+    assert grade_submission(store, settings, sid, runner, owner="t") == "queued"
+    assert grade_submission(store, settings, sid, runner, owner="t") == "done"
+    row = store.get(sid)
+    assert row["attempts"] == 3 and row["verdict"] == "passed" and row["reports_written"] == 1
+
+
+def test_infrastructure_faults_past_the_cap_end_as_infrastructure_error_not_a_verdict(env):
+    store, settings = env
+    sid = new(store)
+    fault = {"kind": "infrastructure", "message": "the grading process died"}
+    runner = FakeRunner(fault, fault, fault)
+    statuses = [grade_submission(store, settings, sid, runner, owner="t") for _ in range(3)]
+    assert statuses == ["queued", "queued", "infrastructure_error"]
+    row = store.get(sid)
+    assert row["verdict"] is None and row["report_json"] is None and row["reports_written"] == 0
+    assert grade_submission(store, settings, sid, runner, owner="t") is None   # nothing left to do
+
+
+def test_a_stale_attempt_cannot_write_its_report(env):
+    store, settings = env
+    sid = new(store)
+    first = store.claim(sid, "a", 60)
+    assert store.claim(sid, "b", 60) is None                     # exclusive
+    assert store.recover(all_running=True) == [sid]               # the process holding it died
+    second = store.claim(sid, "b", 60)
+    assert second["attempts"] == first["attempts"] + 1
+    assert store.finish(sid, first["attempts"], report=REPORT, npz=None, webhook=None) is None
+    assert store.finish(sid, second["attempts"], report=REPORT, npz=b"npz", webhook=None)["status"] == "done"
+    assert store.get(sid)["reports_written"] == 1 and store.get_artifact(sid) == b"npz"
+
+
+def test_lease_recovery_only_takes_expired_rows(env):
+    store, settings = env
+    a, b = new(store), new(store)
+    store.claim(a, "x", -1)     # already expired
+    store.claim(b, "y", 600)
+    assert store.recover(all_running=False) == [a]
+    assert store.get(b)["status"] == "running"
+
+
+def test_concurrent_claims_have_one_winner(env):
+    store, settings = env
+    sid = new(store)
+    wins = []
+
+    def claim(i):
+        if store.claim(sid, f"o{i}", 60) is not None:
+            wins.append(i)
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1
+
+
+def test_idempotency_key_is_per_token(env):
+    store, settings = env
+    kw = {"exercise": "mha", "track_requested": "auto", "track": "numpy", "candidate": None, "filename": "a.py",
+          "seed": 0, "callback_url": None, "source": "x = 1\n", "idempotency_key": "k"}
+    a, created_a = store.create_submission(token_id=1, **kw)
+    b, created_b = store.create_submission(token_id=1, **kw)
+    c, created_c = store.create_submission(token_id=2, **kw)
+    assert created_a and not created_b and created_c and a["id"] == b["id"] != c["id"]
