@@ -37,7 +37,7 @@ def store_options(f):
     return f
 
 
-@click.command("serve")
+@click.command("serve", short_help="Run the grading service (HTTP API, pages, workers).")
 @store_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=int, default=8000, show_default=True)
@@ -68,7 +68,7 @@ def serve_cmd(data_dir, db, host, port, workers, sandbox, log_level):
         _fail(str(exc), EXIT_USAGE)
 
 
-@click.group("tokens")
+@click.group("tokens", short_help="Create, list and revoke the service's access tokens.")
 def tokens_cmd():
     """Create, list and revoke API tokens (stored hashed)."""
 
@@ -155,7 +155,7 @@ def _request(method: str, url: str, token: str | None, body: bytes | None = None
         return exc.code, data
 
 
-@click.command("submit")
+@click.command("submit", short_help="Submit a file to a grading service and wait.")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", required=True)
 @click.option("--server", required=True, envvar="GRADER_SERVER", help="Base URL, e.g. http://127.0.0.1:8000")
