@@ -20,6 +20,8 @@ from graders.common.suite import reference
 from harness.candidate import Result
 from harness.engine import grade
 
+from .helpers import validate
+
 MUTANTS_DIR = Path(__file__).resolve().parent / "shape_mutants"
 EXERCISES = ("cross_attention", "masked_mha", "mha", "gqa")
 PROBLEMS = {"mha": Problem("self"), "masked_mha": Problem("masked"), "cross_attention": Problem("cross"),
@@ -68,6 +70,7 @@ def test_shape_mutant_catalog_is_complete():
 def test_shape_mutant_fails_with_a_shrunk_shape(path):
     exercise, track = _split_name(path)
     report = grade(exercise=exercise, submission=path, track=track, sandbox="local")
+    validate(report)
     assert report.verdict == "failed"
     sweep_tests = [t for t in report.tests if t.id == "test_shape_sweep" or t.id.startswith("test_large_case")]
     failing = [t for t in sweep_tests if t.status == "failed"]
@@ -75,6 +78,7 @@ def test_shape_mutant_fails_with_a_shrunk_shape(path):
     for t in failing:
         assert t.visibility == "visible" and t.category == "numeric"
         assert t.message.startswith("fails when ") and "(seed 0)" in t.message, t.message
+        assert f"grade {exercise} YOUR_FILE --seed 0" in t.message, t.message
         smallest = t.diagnostics["smallest_failing_case"]
         original = t.diagnostics["original_failing_case"]
         assert all(smallest[k] <= original[k] for k in ("b", "s_q", "s_k", "h", "d_k")), (smallest, original)

@@ -340,12 +340,14 @@ def shrink(candidate, problem, sh: Shape, failure: Failure, record) -> tuple[Sha
     return best, best_failure, calls
 
 
-def fail(candidate, problem, track, record, seed, sh: Shape, failure: Failure, *, where: str, extra: dict):
+def fail(candidate, problem, track, record, seed, sh: Shape, failure: Failure, *, exercise: str, where: str,
+         extra: dict):
+    """Shrink the failing ``sh`` and raise the CheckFailure that names the smallest failing shape."""
     best, best_failure, calls = shrink(candidate, problem, sh, failure, record)
     shrunk = best != sh
     message = (f"fails when {describe(best, problem, track)} (seed {seed}): {best_failure.message}. "
                + (f"Shrunk from {where}: {describe(sh, problem, track)}. " if shrunk else f"This is {where}. ")
-               + f"`grade ... --seed {seed}` replays it.")
+               + f"`grade {exercise} YOUR_FILE --seed {seed}` replays it.")
     diag = {"seed": seed, "smallest_failing_case": best.to_dict(problem.cross),
             "original_failing_case": sh.to_dict(problem.cross), "shrink_calls": calls, **extra}
     diag.update({k: v for k, v in best_failure.diagnostics.items() if k not in diag})

@@ -13,7 +13,7 @@ grade = pytest.mark.grade
 
 
 @grade("numeric", points=4)
-def test_shape_sweep(candidate, problem, track, rng, record, grade_seed):
+def test_shape_sweep(candidate, problem, track, exercise, rng, record, grade_seed):
     """Seeded random shapes over the whole space (b ≤ 8, s ≤ 128, h ≤ 16, every g, d_k up to 64, every mask form,
     bias on/off, float32/float64) match the reference; a failure is shrunk to the smallest failing shape."""
     shapes = draw(problem, track, rng)
@@ -26,14 +26,14 @@ def test_shape_sweep(candidate, problem, track, rng, record, grade_seed):
     record.note(sweep_cases=len(shapes), sweep_seed=grade_seed)
     if failures:
         i = min(failures, key=lambda j: (shapes[j].size(problem.cross), j))   # shrink from the smallest failure
-        fail(candidate, problem, track, record, grade_seed, shapes[i], failures[i],
+        fail(candidate, problem, track, record, grade_seed, shapes[i], failures[i], exercise=exercise.name,
              where=f"sweep case {i + 1} of {len(shapes)}",
              extra={"failing_cases": len(failures), "sweep_cases": len(shapes)})
 
 
 @grade("numeric", points=1)
 @pytest.mark.parametrize("which", LARGE_IDS)
-def test_large_case(candidate, problem, track, record, grade_seed, which):
+def test_large_case(candidate, problem, track, exercise, record, grade_seed, which):
     """A large fixed case (long sequences, wide model, big batch, many heads) matches the reference: length- or
     size-dependent code paths and accumulation errors show here."""
     sh = large_cases(problem)[which]
@@ -41,4 +41,5 @@ def test_large_case(candidate, problem, track, record, grade_seed, which):
         sh = sh.with_(bias=False)
     f = run_checked(candidate, problem, sh, record, lambda s: describe(s, problem, track))
     if f is not None:
-        fail(candidate, problem, track, record, grade_seed, sh, f, where=f"the large case {which}", extra={})
+        fail(candidate, problem, track, record, grade_seed, sh, f, exercise=exercise.name,
+             where=f"the large case {which}", extra={})
