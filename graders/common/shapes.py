@@ -36,7 +36,7 @@ from .suite import causal_mask, reference
 SWEEP_CASES = 32
 D_KS = (1, 2, 3, 4, 8, 16, 64)
 MAX_B, MAX_S, MAX_H, MAX_D = 8, 128, 16, 256
-WIRE_BUDGET = 256 * 1024            # bytes of inputs, weights, mask and output of one sweep case
+WIRE_BUDGET = 192 * 1024            # bytes of inputs, weights, mask and output of one sweep case
 SCORE_BUDGET = 1 << 17              # b·h·s_q·s_k: the size of one score tensor
 SHRINK_ATTEMPTS = 120               # calls into the candidate while shrinking one failure
 SHRINK_SECONDS = 20.0
@@ -230,16 +230,42 @@ def reference_rows(case: Case, rows: np.ndarray | None) -> np.ndarray:
     return reference(case.replace(x=case.x[:, rows], y=y, mask=mask))
 
 
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="oracle")
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare")
+_PREPARED: dict[tuple, concurrent.futures.Future] = {}
+
+
+def _prepare(problem, sh: Shape):
+    case = build(problem, sh)
+    rows = checked_rows(sh)
+    return case, rows, reference_rows(case, rows)
+
+
+def prefetch(problem, shapes, *, reset: bool = False) -> None:
+    """Build these cases and compute their references in a host thread, in order, ahead of the calls that need them:
+    while the worker runs one case the host prepares the next (NumPy releases the GIL). Only arrays are prepared;
+    the candidate is still called by the test, through the ``candidate`` fixture. A case's arrays depend only on
+    (exercise kind, shape), so a leftover entry is never wrong, merely dropped by the next ``reset``."""
+    if reset:
+        _PREPARED.clear()
+    for sh in shapes:
+        key = (problem.kind, sh)
+        if key not in _PREPARED:
+            _PREPARED[key] = _POOL.submit(_prepare, problem, sh)
 
 
 def attempt(candidate, problem, sh: Shape, record) -> Failure | None:
     """Run one case; None if it matches the reference. Wrong shape or dtype, NaN, an exception: a Failure.
 
-    The host computes the reference in a thread while the worker runs the candidate (NumPy releases the GIL)."""
-    case = build(problem, sh)
-    rows = checked_rows(sh)
-    expected = _POOL.submit(reference_rows, case, rows)
+    A prefetched case comes ready; otherwise (shrinking) the host computes the reference in a thread while the
+    worker runs the candidate."""
+    ready = _PREPARED.pop((problem.kind, sh), None)
+    if ready is not None:
+        case, rows, ref = ready.result()
+        expected = None
+    else:
+        case = build(problem, sh)
+        rows = checked_rows(sh)
+        expected = _POOL.submit(reference_rows, case, rows)
     try:
         result = candidate.run(case)
     except CandidateException as exc:
@@ -248,7 +274,8 @@ def attempt(candidate, problem, sh: Shape, record) -> Failure | None:
             diag["traceback"] = exc.traceback
         return Failure(f"your code raised {exc}", diag)
     finally:
-        ref = expected.result()
+        if expected is not None:
+            ref = expected.result()
     try:
         out = check_output(result, shape=case.x.shape, dtype=sh.dtype)
     except CheckFailure as exc:
@@ -362,15 +389,21 @@ def run_checked(candidate, problem, sh: Shape, record, describe_case) -> Failure
 
 
 def large_cases(problem) -> dict[str, Shape]:
-    """Fixed cases beyond the sweep's lengths: s = 512 at d = 128 in float32 (cross: s_q == s_k == 512), and a
-    batch of 8 at s = 192 (cross: 160 queries over 256 context tokens) in float64 with key padding."""
+    """Fixed cases beyond the sweep's lengths: s = 512 in float32 (cross: s_q == s_k == 512, the equal-length
+    regime at length), and a batch of 8 at s = 192 (cross: 160 queries over 256 context tokens) in float64 with
+    key padding. Sized so that a passing grade stays within its time budget (benchmarks/bench_grade.py)."""
     kind = problem.kind
     gqa = kind == "gqa"
-    long = Shape(1, 512, 512, 8 if gqa else 4, 16 if gqa else 32, 2 if gqa else None,
+    long = Shape(1, 512, 512, 4 if gqa else 2, 16 if gqa else 32, 2 if gqa else None,
                  {"self": "none", "masked": "causal", "cross": "none", "gqa": "causal"}[kind], True, "float32", 1)
     wide = Shape(8, 160 if problem.cross else 192, 256 if problem.cross else 192, 4 if gqa else 2,
-                 16 if gqa else 32, 2 if gqa else None, "padding", True, "float64", 2)
+                 8 if gqa else 16, 2 if gqa else None, "padding", True, "float64", 2)
     return dict(zip(LARGE_IDS, (long, wide)))
 
 
-LARGE_IDS = ["s512-d128-float32", "b8-s192-d64-float64"]
+LARGE_IDS = ["s512-d64-float32", "b8-s192-d32-float64"]
+
+
+def large_shape(problem, track: str, which: str) -> Shape:
+    sh = large_cases(problem)[which]
+    return sh if track == "torch" else sh.with_(bias=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .shapes import LARGE_IDS, describe, draw, fail, large_cases, run_checked
+from .shapes import LARGE_IDS, describe, draw, fail, large_shape, prefetch, run_checked
 
 __all__ = ["test_shape_sweep", "test_large_case"]
 
@@ -18,6 +18,7 @@ def test_shape_sweep(candidate, problem, track, exercise, rng, record, grade_see
     bias on/off, float32/float64) match the reference; a failure is shrunk to the smallest failing shape."""
     shapes = draw(problem, track, rng)
     order = sorted(range(len(shapes)), key=lambda i: shapes[i].module_key) if track == "torch" else range(len(shapes))
+    prefetch(problem, [shapes[i] for i in order] + [large_shape(problem, track, w) for w in LARGE_IDS], reset=True)
     failures = {}
     for i in order:
         f = run_checked(candidate, problem, shapes[i], record, lambda s: describe(s, problem, track))
@@ -36,9 +37,7 @@ def test_shape_sweep(candidate, problem, track, exercise, rng, record, grade_see
 def test_large_case(candidate, problem, track, exercise, record, grade_seed, which):
     """A large fixed case (long sequences, wide model, big batch, many heads) matches the reference: length- or
     size-dependent code paths and accumulation errors show here."""
-    sh = large_cases(problem)[which]
-    if track == "numpy":
-        sh = sh.with_(bias=False)
+    sh = large_shape(problem, track, which)
     f = run_checked(candidate, problem, sh, record, lambda s: describe(s, problem, track))
     if f is not None:
         fail(candidate, problem, track, record, grade_seed, sh, f, exercise=exercise.name,
