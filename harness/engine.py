@@ -25,6 +25,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
     """``keep_artifacts``: also keep, as ``report.artifacts`` (not part of the JSON), the arrays of a few failing
     forward tests (case, candidate output, reference; size-capped) for the HTML report's plots."""
     t0 = time.monotonic()
+    _single_threaded_blas()
     ex = get_exercise(exercise)
     sub = load_submission(submission)
     if track == "auto":
@@ -82,6 +83,15 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
     if keep_artifacts:
         report.artifacts = artifacts
     return report
+
+
+def _single_threaded_blas() -> None:
+    """The host's NumPy work (oracle, checks, diagnosis) is many small arrays next to a worker that needs a core of
+    its own: BLAS threads there only spin and take that core. Default to one BLAS thread when NumPy is not yet
+    imported (the CLI); an explicit setting, or a NumPy already loaded by a library caller, is left alone."""
+    if "numpy" not in sys.modules:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
 
 
 REPORT_TEXT_BUDGET = 160_000  # bytes of JSON for all tests together; the whole report stays well under 256 KB

@@ -3,25 +3,40 @@ checking and the shrinking are in graders/common/shapes.py."""
 
 from __future__ import annotations
 
+import zlib
+
+import numpy as np
 import pytest
 
 from .shapes import LARGE_IDS, describe, draw, fail, large_shape, prefetch, run_checked
 
-__all__ = ["test_shape_sweep", "test_large_case"]
+__all__ = ["prepare_shape_sweep", "test_shape_sweep", "test_large_case"]
 
 grade = pytest.mark.grade
 
 
+def sweep_plan(problem, track: str, seed: int) -> list:
+    """The sweep's shapes in the order they run (torch: grouped by module, so each module is built once)."""
+    shapes = draw(problem, track, np.random.default_rng([seed, zlib.crc32(b"test_shape_sweep")]))
+    return sorted(shapes, key=lambda s: s.module_key) if track == "torch" else shapes
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prepare_shape_sweep(problem, track, grade_seed):
+    """At the suite's start, have a host thread build the sweep's and the large cases' arrays and references while
+    the other tests talk to the worker (arrays only: every candidate call still happens in the tests)."""
+    prefetch(problem, sweep_plan(problem, track, grade_seed) + [large_shape(problem, track, w) for w in LARGE_IDS],
+             reset=True)
+
+
 @grade("numeric", points=4)
-def test_shape_sweep(candidate, problem, track, exercise, rng, record, grade_seed):
+def test_shape_sweep(candidate, problem, track, exercise, record, grade_seed):
     """Seeded random shapes over the whole space (b ≤ 8, s ≤ 128, h ≤ 16, every g, d_k up to 64, every mask form,
     bias on/off, float32/float64) match the reference; a failure is shrunk to the smallest failing shape."""
-    shapes = draw(problem, track, rng)
-    order = sorted(range(len(shapes)), key=lambda i: shapes[i].module_key) if track == "torch" else range(len(shapes))
-    prefetch(problem, [shapes[i] for i in order] + [large_shape(problem, track, w) for w in LARGE_IDS], reset=True)
+    shapes = sweep_plan(problem, track, grade_seed)
     failures = {}
-    for i in order:
-        f = run_checked(candidate, problem, shapes[i], record, lambda s: describe(s, problem, track))
+    for i, sh in enumerate(shapes):
+        f = run_checked(candidate, problem, sh, record, lambda s: describe(s, problem, track))
         if f is not None:
             failures[i] = f
     record.note(sweep_cases=len(shapes), sweep_seed=grade_seed)
