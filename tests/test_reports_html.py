@@ -250,7 +250,7 @@ def test_compare_table_and_sortable_html(graded, tmp_path):
     page = (tmp_path / "cmp.html").read_text()
     _no_network(page)
     assert page.count("<tr>") == 4
-    # click "score" twice (descending by percentage): alice (31/31) first
+    # click "score" twice (descending by percentage): alice (37/37) first
     click = ("var th=document.querySelectorAll('th')[3];th.click();th.click();"
              "document.body.setAttribute('data-order',Array.from(document.querySelectorAll('tbody tr'))"
              ".map(function(r){return r.cells[0].textContent}).join('|'));")

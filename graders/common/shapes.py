@@ -22,7 +22,6 @@ every run. The budgets exist for speed: a passing grade has to stay near its tim
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import math
 import time
@@ -93,7 +92,7 @@ class Shape:
 
 
 def describe(sh: Shape, problem, track: str) -> str:
-    """'s_q == s_k == 3, b = 1, h = 2, d_k = 1 (d = 2), no mask, no bias, float64'."""
+    """'s_q == s_k == 3, b = 1, h = 2, d_k = 1 (d = 2), no mask, bias=False, float64' (bias: torch only)."""
     if problem.cross:
         lengths = f"s_q == s_k == {sh.s_q}" if sh.s_q == sh.s_k else f"s_q = {sh.s_q}, s_k = {sh.s_k}"
     else:
@@ -230,42 +229,13 @@ def reference_rows(case: Case, rows: np.ndarray | None) -> np.ndarray:
     return reference(case.replace(x=case.x[:, rows], y=y, mask=mask))
 
 
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare")
-_PREPARED: dict[tuple, concurrent.futures.Future] = {}
-
-
-def _prepare(problem, sh: Shape):
-    case = build(problem, sh)
-    rows = checked_rows(sh)
-    return case, rows, reference_rows(case, rows)
-
-
-def prefetch(problem, shapes, *, reset: bool = False) -> None:
-    """Build these cases and compute their references in a host thread, in order, ahead of the calls that need them:
-    while the worker runs one case the host prepares the next (NumPy releases the GIL). Only arrays are prepared;
-    the candidate is still called by the test, through the ``candidate`` fixture. A case's arrays depend only on
-    (exercise kind, shape), so a leftover entry is never wrong, merely dropped by the next ``reset``."""
-    if reset:
-        _PREPARED.clear()
-    for sh in shapes:
-        key = (problem.kind, sh)
-        if key not in _PREPARED:
-            _PREPARED[key] = _POOL.submit(_prepare, problem, sh)
-
-
 def attempt(candidate, problem, sh: Shape, record) -> Failure | None:
     """Run one case; None if it matches the reference. Wrong shape or dtype, NaN, an exception: a Failure.
 
-    A prefetched case comes ready; otherwise (shrinking) the host computes the reference in a thread while the
-    worker runs the candidate."""
-    ready = _PREPARED.pop((problem.kind, sh), None)
-    if ready is not None:
-        case, rows, ref = ready.result()
-        expected = None
-    else:
-        case = build(problem, sh)
-        rows = checked_rows(sh)
-        expected = _POOL.submit(reference_rows, case, rows)
+    Everything here runs in the calling thread: a background thread doing BLAS work while the engine forks a
+    fresh worker (after a crash or a timeout) can deadlock OpenBLAS, whose fork handler stops its thread pool."""
+    case = build(problem, sh)
+    rows = checked_rows(sh)
     try:
         result = candidate.run(case)
     except CandidateException as exc:
@@ -273,13 +243,11 @@ def attempt(candidate, problem, sh: Shape, record) -> Failure | None:
         if exc.traceback:
             diag["traceback"] = exc.traceback
         return Failure(f"your code raised {exc}", diag)
-    finally:
-        if expected is not None:
-            ref = expected.result()
     try:
         out = check_output(result, shape=case.x.shape, dtype=sh.dtype)
     except CheckFailure as exc:
         return Failure(exc.message, dict(exc.diagnostics))
+    ref = reference_rows(case, rows)
     if rows is not None:  # unchecked rows are compared with themselves: only a NaN or Inf there still fails
         full = out.astype(np.float64)
         full[:, rows] = ref

@@ -8,9 +8,9 @@ import zlib
 import numpy as np
 import pytest
 
-from .shapes import LARGE_IDS, describe, draw, fail, large_shape, prefetch, run_checked
+from .shapes import LARGE_IDS, describe, draw, fail, large_shape, run_checked
 
-__all__ = ["prepare_shape_sweep", "test_shape_sweep", "test_large_case"]
+__all__ = ["test_shape_sweep", "test_large_case"]
 
 grade = pytest.mark.grade
 
@@ -19,14 +19,6 @@ def sweep_plan(problem, track: str, seed: int) -> list:
     """The sweep's shapes in the order they run (torch: grouped by module, so each module is built once)."""
     shapes = draw(problem, track, np.random.default_rng([seed, zlib.crc32(b"test_shape_sweep")]))
     return sorted(shapes, key=lambda s: s.module_key) if track == "torch" else shapes
-
-
-@pytest.fixture(scope="module", autouse=True)
-def prepare_shape_sweep(problem, track, grade_seed):
-    """At the suite's start, have a host thread build the sweep's and the large cases' arrays and references while
-    the other tests talk to the worker (arrays only: every candidate call still happens in the tests)."""
-    prefetch(problem, sweep_plan(problem, track, grade_seed) + [large_shape(problem, track, w) for w in LARGE_IDS],
-             reset=True)
 
 
 @grade("numeric", points=4)
