@@ -163,3 +163,18 @@ def test_sampled_rows_still_catch_nan_anywhere():
 
     failure = sweep.attempt(NanRow(lambda c: False), problem, sh, NullRecord())
     assert failure is not None and "NaN" in failure.message
+
+
+def test_an_exception_in_one_regime_is_an_error_naming_the_shrunk_shape(tmp_path):
+    """Default-deny: a sweep case that raises fails the sweep; the error (status "error", as everywhere) says where."""
+    ref = (Path(__file__).resolve().parent.parent / "reference" / "mha_numpy.py").read_text()
+    path = tmp_path / "raises_for_b7.py"
+    path.write_text(ref.replace("    b, s, d = X.shape\n",
+                                "    b, s, d = X.shape\n    if b == 7:\n        raise ValueError('no batches of 7')\n"))
+    report = grade(exercise="mha", submission=path, track="numpy", sandbox="local")
+    validate(report)
+    sweep_result = next(t for t in report.tests if t.id == "test_shape_sweep")
+    assert sweep_result.status == "error", sweep_result
+    assert "no batches of 7 — fails when s = 1, b = 7, h = 1" in sweep_result.message
+    assert "(seed 0)" in sweep_result.message and "(in your function)" in sweep_result.message
+    assert [t.id for t in report.tests if t.status != "passed"] == ["test_shape_sweep"]

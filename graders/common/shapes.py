@@ -205,6 +205,7 @@ def build(problem, sh: Shape) -> Case:
 class Failure:
     message: str
     diagnostics: dict
+    exception: CandidateException | None = None    # the candidate's code raised (reported as an error)
 
 
 def checked_rows(sh: Shape) -> np.ndarray | None:
@@ -239,10 +240,9 @@ def attempt(candidate, problem, sh: Shape, record) -> Failure | None:
     try:
         result = candidate.run(case)
     except CandidateException as exc:
-        diag = {"exception": exc.exc_type}
-        if exc.traceback:
-            diag["traceback"] = exc.traceback
-        return Failure(f"your code raised {exc}", diag)
+        if exc.phase == "import":   # the file itself does not load: nothing about this shape, nothing to shrink
+            raise
+        return Failure(f"your code raised {exc}", {}, exc)
     try:
         out = check_output(result, shape=case.x.shape, dtype=sh.dtype)
     except CheckFailure as exc:
@@ -340,9 +340,13 @@ def fail(candidate, problem, track, record, seed, sh: Shape, failure: Failure, *
     """Shrink the failing ``sh`` and raise the CheckFailure that names the smallest failing shape."""
     best, best_failure, calls = shrink(candidate, problem, sh, failure, record)
     shrunk = best != sh
-    message = (f"fails when {describe(best, problem, track)} (seed {seed}): {best_failure.message}. "
-               + (f"Shrunk from {where}: {describe(sh, problem, track)}. " if shrunk else f"This is {where}. ")
-               + f"`grade {exercise} YOUR_FILE --seed {seed}` replays it.")
+    where_text = (f"Shrunk from {where}: {describe(sh, problem, track)}. " if shrunk else f"This is {where}. ")
+    replay = f"`grade {exercise} YOUR_FILE --seed {seed}` replays it."
+    exc = best_failure.exception
+    if exc is not None:  # an exception stays an error (as in every other test), its message naming the shape
+        raise CandidateException(exc.exc_type, f"{exc.exc_message} — fails when {describe(best, problem, track)} "
+                                 f"(seed {seed}). {where_text}{replay}", exc.traceback, exc.phase)
+    message = f"fails when {describe(best, problem, track)} (seed {seed}): {best_failure.message}. {where_text}{replay}"
     diag = {"seed": seed, "smallest_failing_case": best.to_dict(problem.cross),
             "original_failing_case": sh.to_dict(problem.cross), "shrink_calls": calls, **extra}
     diag.update({k: v for k, v in best_failure.diagnostics.items() if k not in diag})
