@@ -107,7 +107,7 @@ def test_mixed_folder_counts_exit_code_reports_junit_and_gradescope(mixed):
     suites = {s.name: s for s in xml}
     assert len(suites) == 7
     wrong = suites["subs/wrong_scale.py"]
-    assert wrong.tests == len(rep["wrong_scale"]["tests"]) and wrong.failures == 10
+    assert wrong.tests == len(rep["wrong_scale"]["tests"]) and wrong.failures == 13
     failure_texts = [res.text for case in wrong for res in case.result if isinstance(res, Failure)]
     assert failure_texts and all("scale_sqrt_d" in t and "hint:" in t for t in failure_texts)
     assert suites["subs/pass_numpy.py"].failures == 0 and suites["subs/pass_numpy.py"].errors == 0

@@ -12,6 +12,7 @@ import click
 from harness.cli import batch, report, run, sandbox, service
 from harness.cli.common import fail
 from harness.core.errors import GraderError, InfrastructureError
+from harness.core.process import single_threaded_blas
 
 
 class DefaultGroup(click.Group):
@@ -48,6 +49,7 @@ def main():
     Exit codes: 0 passed, 1 graded and failed, 2 bad usage, 3 infrastructure fault.
     `grade COMMAND --help` for each command's options.
     """
+    single_threaded_blas()  # before anything imports NumPy: the host's BLAS threads would only take the worker's core
 
 
 for command in (run.list_cmd, run.start, run.run, sandbox.sandbox, batch.batch_cmd, report.report_cmd,

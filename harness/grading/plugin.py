@@ -101,6 +101,12 @@ class GraderPlugin:
     def exercise(request: pytest.FixtureRequest) -> Exercise:
         return request.config.stash[PLUGIN_KEY]._exercise
 
+    @pytest.fixture(scope="session")
+    @staticmethod
+    def grade_seed(request):
+        """The run's seed (``grade --seed N``), for messages that tell a candidate how to replay a case."""
+        return request.config.stash[PLUGIN_KEY].seed
+
     @pytest.fixture
     def rng(self, request: pytest.FixtureRequest) -> np.random.Generator:
         return np.random.default_rng([self.seed, zlib.crc32(request.node.name.encode())])
