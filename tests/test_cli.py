@@ -1,6 +1,7 @@
 """The `grade` command line through Click's CliRunner: exit codes, one-line errors, the JSON report."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -168,11 +169,12 @@ def test_summary_shows_points_per_category_summing_to_the_score(run, tmp_path):
     data = json.loads((tmp_path / "r.json").read_text())
     cats = _points(result.output)
     assert [c[0] for c in cats] == ["shape", "numeric", "edge"]
-    assert sum(c[1] for c in cats) == pytest.approx(data["score"]) == 14
-    assert sum(c[2] for c in cats) == pytest.approx(data["max_score"]) == 31
+    assert sum(c[1] for c in cats) == pytest.approx(data["score"]) and 0 < data["score"] < data["max_score"]
+    assert sum(c[2] for c in cats) == pytest.approx(data["max_score"])
     numeric = [t for t in data["tests"] if t["category"] == "numeric"]
     passed = sum(t["status"] == "passed" for t in numeric)
-    assert f"numeric 2/17 pts [{passed}/{len(numeric)} tests]" in result.output
+    got, of = sum(t["points"] for t in numeric), sum(t["max_points"] for t in numeric)
+    assert passed < len(numeric) and f"numeric {got:g}/{of:g} pts [{passed}/{len(numeric)} tests]" in result.output
 
 
 def test_an_import_error_is_reported_once(run, tmp_path):
@@ -181,14 +183,15 @@ def test_an_import_error_is_reported_once(run, tmp_path):
     result = run("mha", bad, "--sandbox", "local", "--json", tmp_path / "r.json")
     assert result.exit_code == 1
     assert result.output.count("boom at import") == 1, result.output
-    n = len(json.loads((tmp_path / "r.json").read_text())["tests"])
+    data = json.loads((tmp_path / "r.json").read_text())
+    n = len(data["tests"])
     assert f"ERROR   all {n} tests: your code raised RuntimeError: boom at import (while importing your file)" \
         in result.output
     assert "... and" not in result.output
     shown = run("report", tmp_path / "r.json")
     assert shown.exit_code == 0
     assert shown.output.count("boom at import") == 2  # the message and the traceback's source line, once each
-    assert f"ERROR   {n} tests (all of them), 31 points lost" in shown.output
+    assert f"ERROR   {n} tests (all of them), {data['max_score']:g} points lost" in shown.output
 
 
 HANG = "import numpy as np\nimport time\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n    time.sleep(3600)\n"
@@ -203,7 +206,8 @@ def test_a_hang_shows_which_test_is_running_and_for_how_long(run, tmp_path, monk
     assert result.exit_code == 1
     lines = [ln for ln in result.stderr.splitlines() if "still running" in ln]
     assert lines, result.stderr
-    assert lines[0].startswith(f"grading {hang}: test 1/23 test_output_shape[b1-s1-d8-h2] still running after")
+    assert re.match(rf"grading {re.escape(str(hang))}: test 1/\d+ test_output_shape\[b1-s1-d8-h2\] still running "
+                    r"after \d+ s", lines[0]), lines[0]
     assert len(lines) <= 4 * 3 + 2  # sparse: a few per hanging test, not a stream
     assert "\r" not in result.stderr
     quiet = run("mha", hang, "--sandbox", "local", "--timeout", "1.5", "-q")
