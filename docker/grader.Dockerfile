@@ -3,7 +3,8 @@
 # mounted into THIS container only; sandbox containers never see it).
 #
 # Context: the repository root. Air-gapped builds pass BASE_IMAGE (e.g. attn-grader-base:bookworm) and put
-# wheels in .wheels/ (see docker-compose.yml and README.md, "The grader in a container (docker compose)").
+# wheels in .wheels/ (`bash docker/wheels.sh`; README.md, "The grader in a container (docker compose)").
+# .ci/compose-smoke.sh builds it that way and grades through compose.
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 DEBIAN_FRONTEND=noninteractive
@@ -11,15 +12,16 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends docker.
     && rm -rf /var/lib/apt/lists/*
 COPY . /src
 # The host side never imports torch (gradients are checked against analytic float64 ones), so the grader
-# image installs the harness without it: torch lives only in the sandbox image.
+# image installs the harness without it: torch lives only in the sandbox image. The requirements come from
+# pyproject.toml (docker/requirements.py), at the versions of constraints.txt, the set the tests ran with.
 RUN set -eu; python3 -m venv /opt/venv; \
     if ls /src/.wheels/*.whl >/dev/null 2>&1; then idx="--no-index --find-links /src/.wheels"; else idx=""; fi; \
-    /opt/venv/bin/python -m pip install -q $idx "numpy>=1.24" "click>=8.1" "pytest>=7.4" "docker>=7.0" "rich>=13" "matplotlib>=3.7" "pygments>=2.12" \
-      "fastapi>=0.115,<1" "uvicorn>=0.30,<1" "sqlalchemy>=2.0,<3" "alembic>=1.13,<2" "jinja2>=3.1,<4" \
-      "python-multipart>=0.0.9,<1" "psycopg[binary]>=3.1,<4"; \
+    python3 /src/docker/requirements.py /src > /tmp/requirements.txt; \
+    /opt/venv/bin/python -m pip install -q $idx -c /src/constraints.txt -r /tmp/requirements.txt; \
     /opt/venv/bin/python -m pip install -q --no-deps --no-build-isolation $idx /src 2>/dev/null \
       || /opt/venv/bin/python -m pip install -q --no-deps $idx /src; \
-    rm -rf /src
+    /opt/venv/bin/python -c "import harness.cli, fastapi, sqlalchemy"; \
+    rm -rf /src /tmp/requirements.txt
 # GRADER_SANDBOX=docker: inside this container a local process would sit next to the Docker socket.
 ENV PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin \
     GRADER_SANDBOX=docker \
