@@ -192,7 +192,7 @@ def _grade_all(todo: list[Item], opts: BatchOptions, out: Path, emit, notices: l
                 events.put(("start", it))
                 task = {"exercise": opts.exercise, "path": str(it.path.resolve()), "label": it.label,
                         "sha256": it.sha256, "track": opts.track, "sandbox": opts.sandbox, "seed": opts.seed,
-                        "limits": opts.limits, "keep_artifacts": opts.keep_artifacts,
+                        "limits": opts.limits, "keep_artifacts": opts.keep_artifacts, "warm": opts.warm,
                         "npz_path": str(it.npz_path.resolve())}
                 t = time.monotonic()
                 answer = g.ask(task, opts.submission_timeout_s)
