@@ -585,6 +585,10 @@ class Zygote:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:  # pragma: no cover
                 pass
+        try:
+            self.proc.stderr.close()
+        except OSError:  # pragma: no cover
+            pass
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

@@ -77,6 +77,7 @@ class WarmPool(Sandbox):
         self._idle: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
         self._filling: collections.Counter = collections.Counter()
         self._zygotes: dict[str, object] = {}
+        self._starting: set = set()  # warm workers started, not yet idle: close() stops them too
         self._closed = False
         self.cold = self.name == "local" and not _local_can_fork()
         self.stats = collections.Counter()  # handed_out, spawned, replaced, zygotes
@@ -101,10 +102,23 @@ class WarmPool(Sandbox):
         return {**self.backend.describe(), "warm": not self.cold}
 
     # -- the pool -------------------------------------------------------------------------------------------
-    def prewarm(self, track: str, limits: Limits | None = None) -> None:
-        """Start filling the pool for ``track`` now (a service calls this at start-up)."""
-        if not self.cold:
-            self._refill(track, limits or Limits())
+    def prewarm(self, track: str, limits: Limits | None = None, *, wait: bool = False) -> None:
+        """Start filling the pool for ``track`` now (a service calls this at start-up); ``wait``: return only
+        once a worker is idle (or raise InfrastructureError)."""
+        if self.cold:
+            return
+        limits = limits or Limits()
+        if not wait:
+            self._refill(track, limits)
+            return
+        handle = self._spawn_idle(track, limits)
+        with self._ready:
+            if not self._closed:
+                self._idle[_key(track, limits)].append((handle, time.monotonic()))
+                self._ready.notify_all()
+                handle = None
+        if handle is not None:
+            _discard(handle)
 
     def _take(self, track: str, limits: Limits) -> WorkerHandle:
         key = _key(track, limits)
@@ -164,14 +178,23 @@ class WarmPool(Sandbox):
         except RuntimeError as exc:  # the spawner was shut down: the pool is closed
             raise InfrastructureError(f"the warm pool is closed: {exc}") from None
         self.stats["spawned"] += 1
+        with self._lock:
+            closed = self._closed
+            self._starting.add(handle)
         try:
+            if closed:
+                raise InfrastructureError("the warm pool is closed")
             head = _read_frame(handle, time.monotonic() + limits.startup_timeout_s)
             if head.get("kind") != wire.IDLE:
                 raise InfrastructureError(f"a warm worker sent {str(head.get('kind'))[:40]!r} instead of idle")
-        except InfrastructureError as exc:
+        except (InfrastructureError, OSError, ValueError) as exc:  # OSError/ValueError: close() got it first
             tail = _stderr_now(handle)
             _discard(handle)
-            raise InfrastructureError(exc.message + (f"; worker stderr: {tail}" if tail else "")) from None
+            message = getattr(exc, "message", None) or f"a warm worker failed: {exc}"
+            raise InfrastructureError(message + (f"; worker stderr: {tail}" if tail else "")) from None
+        finally:
+            with self._lock:
+                self._starting.discard(handle)
         return handle
 
     def _zygote(self, track: str):
@@ -205,17 +228,19 @@ class WarmPool(Sandbox):
         return float("inf")
 
     def owned(self) -> dict:
-        """What the pool keeps running while idle: zygote pids (host's view) and idle container names."""
+        """What the pool keeps running between submissions: the host's child processes (zygotes, the `docker
+        run` clients of idle containers) and the names of idle containers; none of them has seen a candidate."""
         with self._lock:
+            handles = [h for q in self._idle.values() for h, _ in q] + list(self._starting)
             pids = [z.proc.pid for z in self._zygotes.values()]
-            names = [getattr(h, "name", None) for q in self._idle.values() for h, _ in q]
-        return {"pids": pids, "containers": [n for n in names if n]}
+        pids += [h.proc.pid for h in handles if getattr(h.proc, "pid", None)]
+        return {"pids": pids, "containers": [n for n in (getattr(h, "name", None) for h in handles) if n]}
 
     def close(self) -> None:
         """Stop every idle worker and zygote. Workers already handed out belong to their sessions."""
         with self._lock:
             self._closed = True
-            idle = [h for q in self._idle.values() for h, _ in q]
+            idle = [h for q in self._idle.values() for h, _ in q] + list(self._starting)
             self._idle.clear()
             zygotes = list(self._zygotes.values())
             self._zygotes.clear()

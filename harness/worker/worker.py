@@ -109,9 +109,6 @@ def _flop_counter(torch: ModuleType):
     return flop_counter.FlopCounterMode(display=False)
 
 
-DEFAULT_TORCH_SEED = 67280421310721  # torch's default generator seed in a fresh interpreter
-
-
 def warm_up(track: str) -> None:
     """Import what a worker needs and run one small attention-shaped forward and backward (float32 and float64,
     with a mask, and a FLOP count), so that a warm worker pays none of torch's lazy initialisation on the
@@ -139,19 +136,18 @@ def warm_up(track: str) -> None:
     counter = _flop_counter(torch)
     with counter, torch.no_grad():
         torch.nn.Linear(4, 4)(torch.ones(1, 4))
-    torch.manual_seed(DEFAULT_TORCH_SEED)
 
 
 def reseed() -> None:
-    """Fresh random state, as a new interpreter has: Python's and NumPy's global generators from the OS's entropy,
-    torch's default generator back to the fixed seed a fresh interpreter starts with."""
+    """Fresh random state, as a new interpreter has: Python's, NumPy's and torch's global generators seeded from
+    the OS's entropy (torch, like the others, starts from a nondeterministic seed in a fresh interpreter)."""
     import random
 
     random.seed()
     np.random.seed()
     torch = sys.modules.get("torch")
     if torch is not None:
-        torch.manual_seed(DEFAULT_TORCH_SEED)
+        torch.seed()
 
 
 class Worker:
