@@ -171,16 +171,10 @@ class WarmPool(Sandbox):
     def _spawn_idle(self, track: str, limits: Limits) -> WorkerHandle:
         """A new warm worker, once it has said ``idle``; InfrastructureError when it does not."""
         try:
-            if self.name == "local":
-                handle = self._spawner.submit(self._zygote, track).result().spawn(limits)
-            else:
-                handle = self._spawner.submit(self.backend.start_warm, track=track, limits=limits).result()
-        except RuntimeError as exc:  # the spawner was shut down: the pool is closed
+            handle, closed = self._spawner.submit(self._start_one, track, limits).result()
+        except (RuntimeError, concurrent.futures.CancelledError) as exc:  # the pool was closed meanwhile
             raise InfrastructureError(f"the warm pool is closed: {exc}") from None
         self.stats["spawned"] += 1
-        with self._lock:
-            closed = self._closed
-            self._starting.add(handle)
         try:
             if closed:
                 raise InfrastructureError("the warm pool is closed")
@@ -196,6 +190,16 @@ class WarmPool(Sandbox):
             with self._lock:
                 self._starting.discard(handle)
         return handle
+
+    def _start_one(self, track: str, limits: Limits) -> tuple[WorkerHandle, bool]:
+        """On the spawner thread: start a warm worker and register it, so that close() always finds it."""
+        if self.name == "local":
+            handle = self._zygote(track).spawn(limits)
+        else:
+            handle = self.backend.start_warm(track=track, limits=limits)
+        with self._lock:
+            self._starting.add(handle)
+            return handle, self._closed
 
     def _zygote(self, track: str):
         from harness.sandbox.local import Zygote
@@ -240,15 +244,17 @@ class WarmPool(Sandbox):
         """Stop every idle worker and zygote. Workers already handed out belong to their sessions."""
         with self._lock:
             self._closed = True
+        self._spawner.shutdown(wait=True, cancel_futures=True)  # whatever it was starting is registered now
+        with self._lock:
             idle = [h for q in self._idle.values() for h, _ in q] + list(self._starting)
             self._idle.clear()
+            self._starting.clear()
             zygotes = list(self._zygotes.values())
             self._zygotes.clear()
         for handle in idle:
             _discard(handle)
         for zygote in zygotes:
             zygote.close()
-        self._spawner.shutdown(wait=False)
 
     def __enter__(self) -> "WarmPool":
         return self
