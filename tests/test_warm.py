@@ -117,7 +117,7 @@ def test_consecutive_submissions_see_nothing_of_each_other(pool, track, tmp_path
         assert len({s[key] for s in states}) == 3, key
     assert len(first["fds"]) <= 6, first["fds"]  # 0, 1, 2, the protocol's copy of 1, the listing itself
     if pool.name == "local":
-        assert first["pid"] == 1  # its own PID namespace
+        assert first["pid"] == 2  # its own PID namespace, under a minimal init
         assert first["uid"] != 0 or os.getuid() != 0  # as root, the worker runs as nobody
 
 

@@ -16,13 +16,14 @@ The host talks to it over a SOCK_SEQPACKET socket (fd N), one JSON message per p
                                                                       for a signal)
 
 Each request forks a child C, which takes the three fds as 0, 1, 2 and unshares fresh mount, PID, network, IPC
-and UTS namespaces, then forks G, the worker (pid 1 of its PID namespace: when it dies, everything it started
-dies). C only waits for G and exits with its status; each dies with its parent (PR_SET_PDEATHSIG). G, before it
-touches anything of a candidate: makes the mounts private, replaces ``--root`` (the zygote's /tmp) with a fresh
-size-capped tmpfs of its own (the interpreter's folders that lived there are bound back read-only), mounts a
-private /proc, closes every other descriptor, sets its rlimits, drops every capability (and, as real root, its
-uid to nobody), sets no-new-privileges, resets its environment and reseeds every random generator. Then it is
-a warm worker (``Worker.serve_warm``): ``idle``, a ``load`` request, ``boot``, the candidate.
+and UTS namespaces, then forks G, pid 1 of the new PID namespace (when it exits, everything left in the
+namespace dies). C only waits for G and exits with its status. G makes the mounts private, replaces ``--root``
+(the zygote's /tmp) with a fresh size-capped tmpfs of its own (the interpreter's folders that lived there are
+bound back read-only), mounts a private /proc, closes every other descriptor and forks W, the worker (pid 2),
+then only reaps and exits with W's status. W, before it touches anything of a candidate: resets its environment,
+sets its rlimits, drops every capability (and, as real root, its uid to nobody), sets no-new-privileges and
+reseeds every random generator. Then it is a warm worker (``Worker.serve_warm``): ``idle``, a ``load`` request,
+``boot``, the candidate. Each of C, G, W dies with its parent (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -160,6 +161,8 @@ def _reset_environment(home: str) -> None:
 
 
 def _grandchild(opts, spec: dict, alive: int) -> None:
+    """G, pid 1 of the new PID namespace: the mounts, then a minimal init that reaps and exits with the
+    worker's status (so the worker is an ordinary process: it can signal, and kill, itself)."""
     die_with_parent(alive=alive)
     root = opts.root
     mount("none", "/", None, MS_REC | MS_PRIVATE)
@@ -169,13 +172,45 @@ def _grandchild(opts, spec: dict, alive: int) -> None:
     os.mkdir(home, 0o700)
     os.chdir(home)
     os.closerange(3, 1 << 16)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _worker(opts, spec, home)
+        except BaseException as exc:  # before the candidate: a death before boot, the grader's fault
+            try:
+                os.write(2, f"warm worker set-up failed: {type(exc).__name__}: {exc}\n".encode()[:2000])
+            except OSError:
+                pass
+            os._exit(70)
+        os._exit(0)
+    _init(pid)
+
+
+def _init(worker_pid: int) -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):  # only the worker holds the pipes
+        os.dup2(null, target)
+    os.close(null)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)  # reaps orphans too (a daemon the candidate left)
+        except ChildProcessError:
+            os._exit(70)
+        except InterruptedError:
+            continue
+        if pid == worker_pid:  # our exit ends the namespace: the kernel kills whatever is left in it
+            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
+def _worker(opts, spec: dict, home: str) -> None:
+    die_with_parent(parent=1)
     _reset_environment(home)
     _limit(spec["limits"])
     _drop_privileges(home, opts.readable)
     worker.reseed()
     os.umask(0o077)
     w = worker.Worker(opts.track, "", "", worker.protocol_stdout())
-    w.serve_warm(root)
+    w.serve_warm(opts.root)
 
 
 def _child(opts, spec: dict, fds: list, zygote: int) -> None:
