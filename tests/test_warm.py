@@ -274,3 +274,37 @@ def test_closing_the_pool_leaves_nothing(tmp_path):
             os.waitpid(pid, os.WNOHANG)  # reaped: gone
     out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
     assert not [line for line in out.splitlines() if "zygote.py" in line and str(os.getpid()) in line]
+
+
+def test_a_batchs_grading_processes_share_one_zygote_per_track(tmp_path):
+    """grade batch --jobs N: the batch starts one zygote per track and every grading process attaches to it
+    through a control connection of its own, instead of importing torch once per process."""
+    import sys
+
+    from harness.session.warm import SharedZygotes
+
+    _local_ready()
+    shared = SharedZygotes({"numpy"})
+    try:
+        script = ("import json\nfrom harness.grading.engine import grade\nfrom harness.session import warm\n"
+                  f"r = grade(exercise='mha', submission={str(ROOT / 'reference' / 'mha_numpy.py')!r}, "
+                  "track='numpy', sandbox='local', warm=True)\n"
+                  "print(json.dumps({'verdict': r.verdict, 'stats': dict(warm.shared_pool('local').stats)}))\n")
+        outs = []
+        for _ in range(2):  # two grading processes, one zygote
+            env, fds = shared.child_env()
+            try:
+                done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                                      env={**os.environ, **env}, pass_fds=fds)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            assert done.returncode == 0, done.stderr[-2000:]
+            outs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        for out in outs:
+            assert out["verdict"] == "passed"
+            assert out["stats"].get("attached") == 1 and not out["stats"].get("zygotes"), out
+        assert shared.zygotes["numpy"].alive()
+    finally:
+        shared.close()
+    assert not shared.zygotes["numpy"].alive()

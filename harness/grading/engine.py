@@ -254,3 +254,33 @@ class _Null:
 
     def flush(self) -> None:
         pass
+
+
+def shared_zygotes(*, exercise: str, paths, track: str, sandbox: str):
+    """For `grade batch`: the zygotes its grading processes share (harness/session/warm.py SharedZygotes), one
+    per track the submissions use (detected on the host, as grade() does), when the batch grades with warm
+    workers in the local sandbox; None otherwise (docker, no namespace isolation, nothing to grade)."""
+    from harness.sandbox.local import mount_isolation
+
+    if sandbox == "docker" or not mount_isolation():
+        return None
+    if sandbox == "auto":
+        from harness.sandbox.docker import DockerSandbox
+
+        if DockerSandbox.available():
+            return None
+    tracks = set()
+    if track != "auto":
+        tracks.add(track)
+    else:
+        ex = get_exercise(exercise)
+        for path in paths:
+            try:
+                tracks.add(detect_track(load_submission(path), ex))
+            except GraderError:
+                continue
+    if not tracks:
+        return None
+    from harness.session.warm import SharedZygotes
+
+    return SharedZygotes(tracks)

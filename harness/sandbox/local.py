@@ -415,14 +415,14 @@ class Zygote:
     single-use worker per :meth:`spawn` (see harness/worker/zygote.py for what each child does before it is
     handed out). Raises :class:`InfrastructureError` when it cannot start."""
 
-    def __init__(self, track: str):
+    def __init__(self, track: str, *, connection: int | None = None, wait: bool = True):
+        """``connection``: attach to a zygote another process owns (a batch parent's), through a control
+        connection it made with :meth:`connect` and passed down; ``wait=False``: do not wait for it to be up (its
+        first answer then takes longer)."""
         import socket
 
         from harness.core.errors import InfrastructureError
 
-        if not mount_isolation():
-            raise InfrastructureError("the local zygote needs the mount-namespace isolation (unshare), "
-                                      "which this machine does not allow")
         self.track = track
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -431,6 +431,17 @@ class Zygote:
         self._procs: dict[int, ForkedProc] = {}
         self.dead = False
         self._stderr = bytearray()
+        self.spawn_timeout_s = SPAWN_TIMEOUT_S if wait else ZYGOTE_START_TIMEOUT_S
+        if connection is not None:
+            self.proc = None
+            self.workdir = None
+            self.sock = socket.socket(fileno=connection)
+            self.spawn_timeout_s = ZYGOTE_START_TIMEOUT_S  # it may still be importing torch
+            threading.Thread(target=self._read, daemon=True, name=f"zygote-{track}").start()
+            return
+        if not mount_isolation():
+            raise InfrastructureError("the local zygote needs the mount-namespace isolation (unshare), "
+                                      "which this machine does not allow")
         _sweep_scratch()
         self.workdir = tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-")
         os.chmod(self.workdir, 0o700)
@@ -461,6 +472,15 @@ class Zygote:
             zygote_end.close()
         threading.Thread(target=self._drain_stderr, daemon=True).start()
         threading.Thread(target=self._read, daemon=True, name=f"zygote-{track}").start()
+        self.threads = None
+        if wait:
+            self.wait_up()
+
+    def wait_up(self) -> None:
+        """Wait for the zygote's imports and warm-up; InfrastructureError when it does not come up."""
+        from harness.core.errors import InfrastructureError
+
+        track = self.track
         with self._cond:
             self._cond.wait_for(lambda: self.dead or "up" in self._answers, ZYGOTE_START_TIMEOUT_S)
             up = self._answers.pop("up", None)
@@ -519,7 +539,22 @@ class Zygote:
 
     # -- the API ------------------------------------------------------------------------------------------
     def alive(self) -> bool:
-        return not self.dead and self.proc.poll() is None
+        return not self.dead and (self.proc is None or self.proc.poll() is None)
+
+    def connect(self) -> int:
+        """A new control connection to this zygote, as an inheritable descriptor for another process (which
+        attaches with ``Zygote(track, connection=fd)``). Workers spawned through it die when it is closed."""
+        import socket
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._lock:
+                self._send({"op": "connect"}, [theirs.fileno()])
+        finally:
+            theirs.close()
+        fd = ours.detach()
+        os.set_inheritable(fd, True)
+        return fd
 
     def spawn(self, limits: Limits) -> ZygoteHandle:
         """Fork a warm worker with ``limits``; it answers ``idle`` on its stdout once it is set up."""
@@ -547,7 +582,7 @@ class Zygote:
         proc = ForkedProc(self, ident, *ours)
         with self._cond:
             self._procs[ident] = proc
-            self._cond.wait_for(lambda: self.dead or ident in self._answers, SPAWN_TIMEOUT_S)
+            self._cond.wait_for(lambda: self.dead or ident in self._answers, self.spawn_timeout_s)
             answer = self._answers.pop(ident, None)
             if answer is None or answer.get("op") != "spawned":
                 self._procs.pop(ident, None)
@@ -571,11 +606,20 @@ class Zygote:
             return self._cond.wait_for(lambda: proc.returncode is not None, timeout)
 
     def close(self) -> None:
-        """Stop the zygote and, with it, every worker it forked (they live in its PID namespace)."""
+        """Stop the zygote and, with it, every worker it forked (they live in its PID namespace). Attached to
+        another process's zygote: close the connection (the workers spawned through it are killed)."""
+        import socket
+
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes our reader; the zygote sees the end at once
+        except OSError:
+            pass
         try:
             self.sock.close()
         except OSError:
             pass
+        if self.proc is None:
+            return
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)

@@ -229,8 +229,13 @@ class WarmPool(Sandbox):
         if zygote is not None:  # dead or misbehaving: replaced
             zygote.close()
             self.stats["replaced"] += 1
-        zygote = Zygote(track)
-        self.stats["zygotes"] += 1
+        fd = _inherited_connections().pop(track, None) if zygote is None else None
+        if fd is not None:  # the batch's zygote for this track, shared with the batch's other grading processes
+            zygote = Zygote(track, connection=fd)
+            self.stats["attached"] += 1
+        else:
+            zygote = Zygote(track)
+            self.stats["zygotes"] += 1
         with self._lock:
             if self._closed:
                 zygote.close()
@@ -253,7 +258,7 @@ class WarmPool(Sandbox):
         run` clients of idle containers) and the names of idle containers; none of them has seen a candidate."""
         with self._lock:
             handles = [h for q in self._idle.values() for h, _ in q] + list(self._starting)
-            pids = [z.proc.pid for z in self._zygotes.values()]
+            pids = [z.proc.pid for z in self._zygotes.values() if z.proc is not None]
         pids += [h.proc.pid for h in handles if getattr(h.proc, "pid", None)]
         return {"pids": pids, "containers": [n for n in (getattr(h, "name", None) for h in handles) if n]}
 
@@ -278,6 +283,54 @@ class WarmPool(Sandbox):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+ZYGOTE_FDS_ENV = "ATTN_GRADER_ZYGOTE_FDS"  # {"track": fd}: control connections to a batch's shared zygotes
+_inherited: dict | None = None
+
+
+def _inherited_connections() -> dict:
+    """Control connections to zygotes a parent process (a batch) owns, passed down once; each is used by the
+    first pool of this process that needs that track (if it dies, that pool starts a zygote of its own)."""
+    global _inherited
+    if _inherited is None:
+        try:
+            found = json.loads(os.environ.get(ZYGOTE_FDS_ENV) or "{}")
+            _inherited = {str(k): int(v) for k, v in found.items()}
+        except (ValueError, TypeError, AttributeError):
+            _inherited = {}
+    return _inherited
+
+
+class SharedZygotes:
+    """For a parent of several grading processes (``grade batch --jobs N``): one zygote per track that all of
+    them fork their warm workers from, instead of one per process. Each child gets its own control connection
+    (:meth:`child_env`: environment and descriptors for its ``Popen``); workers spawned through a connection die
+    when it closes; :meth:`close` stops the zygotes."""
+
+    def __init__(self, tracks):
+        from harness.sandbox.local import Zygote
+
+        self.zygotes = {}
+        for track in sorted(tracks):
+            try:
+                self.zygotes[track] = Zygote(track, wait=False)  # the children do not wait for it either
+            except InfrastructureError:
+                continue  # the children start their own
+
+    def child_env(self) -> tuple[dict, list[int]]:
+        fds = {}
+        for track, zygote in self.zygotes.items():
+            if zygote.alive():
+                try:
+                    fds[track] = zygote.connect()
+                except OSError:
+                    continue
+        return {ZYGOTE_FDS_ENV: json.dumps(fds)}, list(fds.values())
+
+    def close(self) -> None:
+        for zygote in self.zygotes.values():
+            zygote.close()
 
 
 def _local_can_fork() -> bool:

@@ -12,6 +12,9 @@ The host talks to it over a SOCK_SEQPACKET socket (fd N), one JSON message per p
                                                                       stderr
     zygote -> host  {"op": "spawned", "id": i} | {"op": "failed", "id": i, "message": ...}
     host -> zygote  {"op": "kill", "id": i}
+    host -> zygote  {"op": "connect"} + 1 fd: one more control connection (another grading process of the same
+                                      batch shares this zygote); when it closes, the workers spawned through
+                                      it are killed; when the first one closes, the zygote exits
     zygote -> host  {"op": "exit", "id": i, "code": c}                c as ``unshare --fork`` reports it (128+n
                                                                       for a signal)
 
@@ -261,59 +264,79 @@ def _send(sock: socket.socket, msg: dict) -> None:
 
 
 def serve(opts) -> None:
-    sock = socket.socket(fileno=opts.control_fd)
+    primary = socket.socket(fileno=opts.control_fd)
+    conns = {primary.fileno(): primary}
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    children: dict[int, int] = {}  # pid -> request id
-    _send(sock, {"op": "up", "threads": len(os.listdir("/proc/self/task"))})
+    children: dict[int, tuple] = {}  # pid -> (connection, request id)
+    _send(primary, {"op": "up", "threads": len(os.listdir("/proc/self/task"))})
     poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
+    poller.register(primary.fileno(), select.POLLIN)
     poller.register(wake_r, select.POLLIN)
+
+    def drop(conn: socket.socket) -> None:
+        poller.unregister(conn.fileno())
+        del conns[conn.fileno()]
+        for pid, (owner, _) in list(children.items()):
+            if owner is conn:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        conn.close()
+
     while True:
         for fd, ev in poller.poll(1000):
             if fd == wake_r:
                 os.read(wake_r, 4096)
                 continue
+            conn = conns.get(fd)
+            if conn is None:
+                continue
             try:
-                data, fds, _, _ = socket.recv_fds(sock, MAX_MSG, 3)
+                data, fds, _, _ = socket.recv_fds(conn, MAX_MSG, 3)
             except InterruptedError:
                 continue
+            except OSError:
+                data, fds = b"", []
             if not data:
-                os._exit(0)  # the host closed the control socket: we are done
+                if conn is primary:
+                    os._exit(0)  # the host closed the control socket: we are done
+                drop(conn)
+                continue
             msg = json.loads(data)
-            if msg.get("op") == "spawn":
-                if len(fds) != 3:
-                    for fd_ in fds:
-                        os.close(fd_)
-                    _send(sock, {"op": "failed", "id": msg.get("id"), "message": "expected 3 descriptors"})
-                    continue
+            op = msg.get("op")
+            if op == "spawn" and len(fds) == 3:
                 try:
                     pid = os.fork()
                 except OSError as exc:
-                    _send(sock, {"op": "failed", "id": msg.get("id"), "message": str(exc)})
+                    _reply(conn, {"op": "failed", "id": msg.get("id"), "message": str(exc)})
                     pid = None
                 if pid == 0:
                     try:
                         _child(opts, msg, fds, opts.zygote_pid)
                     finally:
                         os._exit(70)
-                for fd_ in fds:
-                    os.close(fd_)
                 if pid:
-                    children[pid] = msg["id"]
-                    _send(sock, {"op": "spawned", "id": msg["id"]})
-            elif msg.get("op") == "kill":
-                for pid, ident in children.items():
-                    if ident == msg.get("id"):
+                    children[pid] = (conn, msg["id"])
+                    _reply(conn, {"op": "spawned", "id": msg["id"]})
+            elif op == "connect" and len(fds) == 1:
+                extra = socket.socket(fileno=fds.pop())
+                conns[extra.fileno()] = extra
+                poller.register(extra.fileno(), select.POLLIN)
+            elif op == "kill":
+                for pid, (owner, ident) in children.items():
+                    if owner is conn and ident == msg.get("id"):
                         try:
                             os.kill(pid, signal.SIGKILL)
                         except ProcessLookupError:
                             pass
-            else:
-                for fd_ in fds:
-                    os.close(fd_)
+            elif op == "spawn":
+                _reply(conn, {"op": "failed", "id": msg.get("id"), "message": "expected 3 descriptors"})
+            for fd_ in fds:
+                os.close(fd_)
         while True:  # reap: C's exit status is the worker's
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -323,7 +346,17 @@ def serve(opts) -> None:
                 break
             code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
             if pid in children:
-                _send(sock, {"op": "exit", "id": children.pop(pid), "code": code})
+                conn, ident = children.pop(pid)
+                if conn.fileno() in conns:
+                    _reply(conn, {"op": "exit", "id": ident, "code": code})
+
+
+def _reply(conn: socket.socket, msg: dict) -> None:
+    """To a secondary connection whose grading process is gone: nothing (it is dropped when its EOF is read)."""
+    try:
+        conn.send(json.dumps(msg).encode())
+    except OSError:
+        pass
 
 
 def main() -> None:
