@@ -377,6 +377,7 @@ def test_redteam_case_through_warm_workers(backend, case, arena_factory, warm_po
                    limits={**LIMITS, **case.limits})
     assert report.environment["sandbox"] == base and report.environment["warm"] is True
     check_report(report, case, arena)
+    assert pool.drain(60), "used containers were not removed"  # docker: killed and removed in the background
     check_nothing_left(case, arena, backend, pool=pool)
 
 

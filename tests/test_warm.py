@@ -86,6 +86,8 @@ def pool(request):
     with WarmPool(request.param, size=1) as p:
         yield p
     assert p.owned() == {"pids": [], "containers": []}
+    if request.param == "docker":
+        assert _no_containers_of_ours() == [], "the warm pool left containers behind"
 
 
 def _no_containers_of_ours():
@@ -268,6 +270,8 @@ def test_closing_the_pool_leaves_nothing(tmp_path):
     pool.prewarm("numpy", wait=True)
     pids = pool.owned()["pids"]
     assert len(pids) == 2
+    # the zygotes fork from a single thread (a process that ran multi-threaded OpenMP work must never fork)
+    assert pool._zygotes["torch"].threads == pool._zygotes["numpy"].threads == 1
     pool.close()
     for pid in pids:
         with pytest.raises(ChildProcessError):

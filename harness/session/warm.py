@@ -78,6 +78,8 @@ class WarmPool(Sandbox):
         self._filling: collections.Counter = collections.Counter()
         self._zygotes: dict[str, object] = {}
         self._starting: set = set()  # warm workers started, not yet idle: close() stops them too
+        self._retiring: set = set()  # used containers being killed and removed in the background
+        self._remover = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="warm-retire")
         self._closed = False
         self.cold = self.name == "local" and not _local_can_fork()
         self.stats = collections.Counter()  # handed_out, spawned, replaced, zygotes
@@ -90,6 +92,8 @@ class WarmPool(Sandbox):
         source = Path(submission).read_bytes()
         handle = self._take(track, limits)
         self.stats["handed_out"] += 1
+        if self.name == "docker":
+            handle.retire = lambda: self._retire(handle)
         self._refill(track, limits)
         try:
             _write(handle, wire.encode_frame({"op": "load", "entry": entry},
@@ -100,6 +104,32 @@ class WarmPool(Sandbox):
 
     def describe(self) -> dict:
         return {**self.backend.describe(), "warm": not self.cold}
+
+    # -- used containers ------------------------------------------------------------------------------------
+    def _retire(self, handle: WorkerHandle) -> None:
+        """Kill and remove a used container on the pool's remover thread (WorkerSession.close)."""
+        handle.retire = None
+        with self._lock:
+            self._retiring.add(handle)
+
+        def stop() -> None:
+            try:
+                _discard(handle)  # kill (the engine), inspect, remove
+            finally:
+                with self._ready:
+                    self._retiring.discard(handle)
+                    self._ready.notify_all()
+
+        try:
+            self._remover.submit(stop)
+        except RuntimeError:  # the pool is closing: do it here
+            stop()
+
+    def drain(self, timeout: float = 60.0) -> bool:
+        """Wait until every used container is killed and removed; whether they all are."""
+        deadline = time.monotonic() + timeout
+        with self._ready:
+            return self._ready.wait_for(lambda: not self._retiring, max(0.0, deadline - time.monotonic()))
 
     # -- the pool -------------------------------------------------------------------------------------------
     def prewarm(self, track: str, limits: Limits | None = None, *, wait: bool = False) -> None:
@@ -177,13 +207,17 @@ class WarmPool(Sandbox):
         except Exception:  # the next take() makes one itself, and reports what goes wrong
             handle = None
         with self._ready:
-            self._filling[key] -= 1
             if handle is not None and not self._closed:
                 self._idle[key].append((handle, time.monotonic()))
                 handle = None
-            self._ready.notify_all()
-        if handle is not None:
+                self._filling[key] -= 1
+                self._ready.notify_all()
+                return
+        if handle is not None:  # the pool closed meanwhile
             _discard(handle)
+        with self._ready:  # only now: close() waits for this
+            self._filling[key] -= 1
+            self._ready.notify_all()
 
     def _spawn_idle(self, track: str, limits: Limits) -> WorkerHandle:
         """A new warm worker, once it has said ``idle``; InfrastructureError when it does not."""
@@ -192,9 +226,7 @@ class WarmPool(Sandbox):
         except (RuntimeError, concurrent.futures.CancelledError) as exc:  # the pool was closed meanwhile
             raise InfrastructureError(f"the warm pool is closed: {exc}") from None
         self.stats["spawned"] += 1
-        try:
-            if closed:
-                raise InfrastructureError("the warm pool is closed")
+        try:  # also when the pool is closing: a container is removed only once the engine has fully started it
             head = _read_frame(handle, time.monotonic() + limits.startup_timeout_s)
             if head.get("kind") != wire.IDLE:
                 raise InfrastructureError(f"a warm worker sent {str(head.get('kind'))[:40]!r} instead of idle")
@@ -204,8 +236,12 @@ class WarmPool(Sandbox):
             message = getattr(exc, "message", None) or f"a warm worker failed: {exc}"
             raise InfrastructureError(message + (f"; worker stderr: {tail}" if tail else "")) from None
         finally:
-            with self._lock:
+            with self._ready:
                 self._starting.discard(handle)
+                self._ready.notify_all()
+        if closed and self.name == "local":
+            _discard(handle)
+            raise InfrastructureError("the warm pool is closed")
         return handle
 
     def _start_one(self, track: str, limits: Limits) -> tuple[WorkerHandle, bool]:
@@ -255,9 +291,10 @@ class WarmPool(Sandbox):
 
     def owned(self) -> dict:
         """What the pool keeps running between submissions: the host's child processes (zygotes, the `docker
-        run` clients of idle containers) and the names of idle containers; none of them has seen a candidate."""
+        run` clients of idle containers) and the names of idle containers (none of them has seen a candidate),
+        and the used containers it is still removing (see :meth:`drain`)."""
         with self._lock:
-            handles = [h for q in self._idle.values() for h, _ in q] + list(self._starting)
+            handles = [h for q in self._idle.values() for h, _ in q] + list(self._starting) + list(self._retiring)
             pids = [z.proc.pid for z in self._zygotes.values() if z.proc is not None]
         pids += [h.proc.pid for h in handles if getattr(h.proc, "pid", None)]
         return {"pids": pids, "containers": [n for n in (getattr(h, "name", None) for h in handles) if n]}
@@ -267,7 +304,8 @@ class WarmPool(Sandbox):
         with self._lock:
             self._closed = True
         self._spawner.shutdown(wait=True, cancel_futures=True)  # whatever it was starting is registered now
-        with self._lock:
+        with self._ready:  # workers still starting: their fill threads remove them once they are up
+            self._ready.wait_for(lambda: not self._starting and not any(self._filling.values()), 60.0)
             idle = [h for q in self._idle.values() for h, _ in q] + list(self._starting)
             self._idle.clear()
             self._starting.clear()
@@ -275,6 +313,7 @@ class WarmPool(Sandbox):
             self._zygotes.clear()
         for handle in idle:
             _discard(handle)
+        self._remover.shutdown(wait=True)                       # used containers: killed and removed
         for zygote in zygotes:
             zygote.close()
 
