@@ -203,7 +203,7 @@ finally:
         pass
 writable, hits, nfiles = [], [], 0
 SUSPECT_DIRS = {"graders", "reference", "exercises", "harness", "work", "main"}
-SUSPECT_FILES = {"cli.py", "dockerimage.py", "image.py", "suite.ini", "mha_numpy.py", "mha_torch.py", "channel.py",
+SUSPECT_FILES = {"cli.py", "dockerimage.py", "limits_probe.py", "mount_setup.py", "suite.ini", "mha_numpy.py", "mha_torch.py", "channel.py",
                  "checks.py", "plugin.py", "engine.py", "pyproject.toml", "docker.sock"}
 MARKERS = SUSPECT_FILES | {"mha", "masked_mha", "gqa", "cross_attention", "mutants", "common", "sandbox",
                            "wire.py", "worker.py", "main", "graders", "reference", "harness", "exercises"}
