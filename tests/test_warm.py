@@ -312,3 +312,17 @@ def test_a_batchs_grading_processes_share_one_zygote_per_track(tmp_path):
     finally:
         shared.close()
     assert not shared.zygotes["numpy"].alive()
+
+
+@pytest.mark.docker
+def test_docker_containers_without_the_warm_up_forward(monkeypatch):
+    """grade batch sets ATTN_GRADER_WARM_UP=0: its warm containers only import (no warm-up forward)."""
+    from harness.session.warm import WarmPool
+
+    monkeypatch.setenv("ATTN_GRADER_WARM_UP", "0")
+    with WarmPool("docker", size=0) as pool:
+        assert pool.warm_up is False
+        report = grade(exercise="mha", submission=ROOT / "reference" / "mha_torch.py", track="torch", sandbox=pool)
+        assert report.verdict == "passed" and report.environment["warm"] is True
+        assert pool.drain(60)
+    assert _no_containers_of_ours() == []

@@ -55,7 +55,10 @@ class _Grader:
     """One long-lived grading process and its pipes (driven by one thread)."""
 
     def __init__(self, log_path: Path | None, zygotes=None):
-        env = dict(os.environ, PYTHONUNBUFFERED="1", ATTN_GRADER_BATCH_PARENT=str(os.getpid()))
+        # ATTN_GRADER_WARM_UP=0: warm Docker containers only import torch (a batch grades for throughput; the
+        # warm-up forward would be extra CPU in every single-use container)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", ATTN_GRADER_BATCH_PARENT=str(os.getpid()),
+                   ATTN_GRADER_WARM_UP=os.environ.get("ATTN_GRADER_WARM_UP", "0"))
         fds: list[int] = []
         if zygotes is not None:  # a control connection of its own to each of the batch's shared zygotes
             extra, fds = zygotes.child_env()

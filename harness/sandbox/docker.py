@@ -337,7 +337,7 @@ class DockerSandbox(Sandbox):
 
     # -- start --------------------------------------------------------------------------------------------
     def command(self, *, name: str, track: str, entry: str | None, mount_dir: str | None, limits: Limits,
-                started: float) -> list[str]:
+                started: float, warm_up: bool = True) -> list[str]:
         """The ``docker run`` command line. ``entry=None``: a warm container (no mount; the worker imports, warms
         up, says idle and waits for the submission over its stdin, see :meth:`start_warm`)."""
         mb = 1024 * 1024
@@ -369,10 +369,10 @@ class DockerSandbox(Sandbox):
             cmd += ["-e", f"{key}={value}"]
         cmd += [self.image, "python3", "-I", "-B", "/opt/grader/worker.py", "--track", track]
         if entry is None:
-            return cmd + ["--warm", "--root", "/tmp"]
+            return cmd + ["--warm", "--root", "/tmp"] + ([] if warm_up else ["--no-warm-up"])
         return cmd + ["--entry", entry, "/submission/submission.py"]
 
-    def start_warm(self, *, track: str, limits: Limits) -> WorkerHandle:
+    def start_warm(self, *, track: str, limits: Limits, warm_up: bool = True) -> WorkerHandle:
         """A container for one submission not chosen yet: no host path mounted at all; its worker imports and
         warms up, says ``idle`` and waits for a ``load`` request with the file's bytes (harness/session/warm.py)."""
         from harness.core.errors import InfrastructureError
@@ -382,7 +382,8 @@ class DockerSandbox(Sandbox):
             raise InfrastructureError("the `docker` command is not installed")
         started = time.time()
         name = f"grader-{os.getpid()}-{secrets.token_hex(6)}"
-        cmd = self.command(name=name, track=track, entry=None, mount_dir=None, limits=limits, started=started)
+        cmd = self.command(name=name, track=track, entry=None, mount_dir=None, limits=limits, started=started,
+                           warm_up=warm_up)
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True, close_fds=True, preexec_fn=die_with_parent)

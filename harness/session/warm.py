@@ -44,6 +44,7 @@ from harness.sandbox.base import Limits, Sandbox, WorkerHandle
 from harness.worker import wire
 
 POOL_SIZE_ENV = "GRADER_WARM_POOL_SIZE"
+WARM_UP_ENV = "ATTN_GRADER_WARM_UP"  # "0": warm containers only import (grade batch: throughput over latency)
 ATTEMPTS = 3  # warm workers tried (and zygotes replaced) before the pool gives up: an infrastructure error
 
 
@@ -61,7 +62,11 @@ def _key(track: str, limits: Limits) -> tuple:
 class WarmPool(Sandbox):
     """A :class:`Sandbox` whose ``start`` hands out a warm, single-use worker. Thread-safe."""
 
-    def __init__(self, backend: str | Sandbox = "auto", *, size: int | None = None, notice=None):
+    def __init__(self, backend: str | Sandbox = "auto", *, size: int | None = None, notice=None,
+                 warm_up: bool | None = None):
+        """``warm_up`` (docker): each container also runs a small forward/backward before it says idle (lower
+        latency, more CPU per container); default: on unless ``ATTN_GRADER_WARM_UP=0`` (`grade batch` sets it
+        for its grading processes: it grades for throughput). A zygote always warms up (once, for all its forks)."""
         if isinstance(backend, str):
             from harness.sandbox import get_sandbox
 
@@ -69,6 +74,7 @@ class WarmPool(Sandbox):
         self.backend = backend
         self.name = backend.name
         self.size = pool_size() if size is None else max(0, int(size))
+        self.warm_up = (os.environ.get(WARM_UP_ENV, "1") != "0") if warm_up is None else bool(warm_up)
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
         # Every process the pool starts (zygotes, `docker run` clients) is started from this one long-lived
@@ -249,7 +255,7 @@ class WarmPool(Sandbox):
         if self.name == "local":
             handle = self._zygote(track).spawn(limits)
         else:
-            handle = self.backend.start_warm(track=track, limits=limits)
+            handle = self.backend.start_warm(track=track, limits=limits, warm_up=self.warm_up)
         with self._lock:
             self._starting.add(handle)
             return handle, self._closed

@@ -443,10 +443,12 @@ def main() -> None:
     parser.add_argument("--entry")
     parser.add_argument("--warm", action="store_true", help="import and warm up, send idle, wait for a load request")
     parser.add_argument("--root", default="/tmp", help="(--warm) where the submission is written")
+    parser.add_argument("--no-warm-up", action="store_true", help="(--warm) imports only, no warm-up forward")
     parser.add_argument("submission", nargs="?")
     opts = parser.parse_args()
     if opts.warm:
-        warm_up(opts.track)
+        if not opts.no_warm_up:
+            warm_up(opts.track)
         reseed()
         Worker(opts.track, "", "", protocol_stdout()).serve_warm(opts.root)
         return
