@@ -49,10 +49,10 @@ ALLOWED_CONTROLS = {"\n", "\t"}
 
 
 # -- parametrisation --------------------------------------------------------------------------------------
-def _params(cases=CASES):
-    for backend in ("local", "docker"):
+def _params(cases=CASES, backends=("local", "docker")):
+    for backend in backends:
         for case in cases:
-            marks = [pytest.mark.docker] if backend == "docker" else []
+            marks = [pytest.mark.docker] if backend.startswith("docker") else []
             if case.slow:
                 marks.append(pytest.mark.slow)
             yield pytest.param(backend, case, id=f"{backend}-{case.name}", marks=marks)
@@ -273,14 +273,20 @@ def _containers_of(pid: int) -> list[str]:
 
 
 def check_nothing_left(case: Case, arena: Arena, backend: str, *, pid: int | None = None,
-                       report_path: Path | None = None) -> None:
-    """No survivor, no container, nothing written outside the sandbox's scratch."""
+                       report_path: Path | None = None, pool=None) -> None:
+    """No survivor, no container, nothing written outside the sandbox's scratch. With a warm ``pool``, what
+    it keeps for the next submission (its zygotes, idle containers: none has seen a candidate) is not a leftover."""
     if case.late_s:
         time.sleep(case.late_s)
     assert _processes_with(arena.marker) == [], "processes tagged by the submission survived"
-    assert _live_children({arena.holder.pid}) - arena.children_before == set(), "a worker process is still running"
-    if backend == "docker":
-        assert _containers_of(pid or os.getpid()) == [], "grader containers left behind"
+    children = _live_children({arena.holder.pid}) - arena.children_before
+    containers = _containers_of(pid or os.getpid()) if backend.startswith("docker") else []
+    if pool is not None:
+        owned = pool.owned()
+        children = {c for c in children if int(c.split()[0]) not in owned["pids"]}
+        containers = [n for n in containers if n not in owned["containers"]]
+    assert children == set(), "a worker process is still running"
+    assert containers == [], "grader containers left behind"
     # host canaries and the submission's folder: untouched, nothing added
     assert sorted(p.name for p in arena.sub_dir.iterdir()) == sorted(["canary.txt", arena.submission.name])
     assert arena.canary.read_text() == CANARY_TEXT
@@ -331,6 +337,48 @@ def test_redteam_case(backend, case, arena_factory):
     assert report.environment["sandbox"] == backend
     check_report(report, case, arena)
     check_nothing_left(case, arena, backend)
+
+
+@pytest.fixture(scope="module")
+def warm_pools():
+    """One warm pool per backend for the whole corpus: consecutive hostile submissions share a zygote / a pool."""
+    from harness.session.warm import WarmPool
+
+    pools = {}
+
+    def get(backend: str) -> WarmPool:
+        if backend not in pools:
+            pools[backend] = WarmPool(backend, size=1)
+        return pools[backend]
+
+    yield get
+    for pool in pools.values():
+        pool.close()
+        assert pool.owned() == {"pids": [], "containers": []}
+    if "docker" in pools:
+        assert _containers_of(os.getpid()) == [], "grader containers left behind by the warm pool"
+
+
+@pytest.mark.parametrize("backend,case", list(_params(backends=("local-warm", "docker-warm"))))
+def test_redteam_case_through_warm_workers(backend, case, arena_factory, warm_pools):
+    """The whole corpus through warm workers (a zygote's forks, or pre-started containers): the same outcomes,
+    nothing left running, and the next hostile submission gets a fresh worker all the same."""
+    base = backend.split("-")[0]
+    _expect_isolation(base, case)
+    if base == "local":
+        from harness.sandbox import local
+
+        if not local.mount_isolation():
+            pytest.skip("no mount-namespace isolation here: the local warm pool is cold")
+    pool = warm_pools(base)
+    pool.prewarm(case.track, wait=True)  # its zygote's scratch lies outside the arena's
+    arena = arena_factory(case)
+    report = grade(exercise=case.exercise, submission=arena.submission, track=case.track, sandbox=pool,
+                   limits={**LIMITS, **case.limits})
+    assert report.environment["sandbox"] == base and report.environment["warm"] is True
+    check_report(report, case, arena)
+    assert pool.drain(60), "used containers were not removed"  # docker: killed and removed in the background
+    check_nothing_left(case, arena, backend, pool=pool)
 
 
 CLI_CASES = [c for c in CASES if c.cli]

@@ -41,7 +41,7 @@ def grade_task(task: dict) -> dict:
     try:
         report = grade(exercise=task["exercise"], submission=task["path"], track=task["track"],
                        sandbox=task["sandbox"], seed=task["seed"], limits=task["limits"] or None,
-                       notice=notices.append, keep_artifacts=task["keep_artifacts"])
+                       notice=notices.append, keep_artifacts=task["keep_artifacts"], warm=task.get("warm", False))
     except UsageError as exc:
         return {"kind": "usage", "message": exc.message, "notices": notices}
     except GraderError as exc:

@@ -25,6 +25,8 @@ class BatchOptions:
     limits: dict = dataclasses.field(default_factory=dict)
     resume: bool = False
     keep_artifacts: bool = True
+    warm: bool | None = None               # warm workers (harness/session/warm.py); None: where they pay
+                                           # (local; grading.engine.warm_pays), False: a cold start each
     submission_timeout_s: float = 1800.0   # batch watchdog per submission (the engine bounds itself first)
 
 

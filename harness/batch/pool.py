@@ -54,16 +54,25 @@ class BatchResult:
 class _Grader:
     """One long-lived grading process and its pipes (driven by one thread)."""
 
-    def __init__(self, log_path: Path | None):
-        env = dict(os.environ, PYTHONUNBUFFERED="1", ATTN_GRADER_BATCH_PARENT=str(os.getpid()))
+    def __init__(self, log_path: Path | None, zygotes=None):
+        # ATTN_GRADER_WARM_UP=0: warm Docker containers only import torch (a batch grades for throughput; the
+        # warm-up forward would be extra CPU in every single-use container)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", ATTN_GRADER_BATCH_PARENT=str(os.getpid()),
+                   ATTN_GRADER_WARM_UP=os.environ.get("ATTN_GRADER_WARM_UP", "0"))
+        fds: list[int] = []
+        if zygotes is not None:  # a control connection of its own to each of the batch's shared zygotes
+            extra, fds = zygotes.child_env()
+            env.update(extra)
         err = open(log_path, "ab") if log_path else subprocess.DEVNULL
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "harness.batch.child"],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
-                                         cwd=os.getcwd())
+                                         cwd=os.getcwd(), pass_fds=fds)
         finally:
             if log_path:
                 err.close()
+            for fd in fds:
+                os.close(fd)
         self.graded = 0
         self._buf = b""
 
@@ -176,6 +185,19 @@ def _grade_all(todo: list[Item], opts: BatchOptions, out: Path, emit, notices: l
     graders: list[_Grader | None] = [None] * jobs
     logs = out / ".logs"
     logs.mkdir(exist_ok=True)
+    zygotes = None
+    if opts.warm is None:
+        from harness.grading.engine import warm_pays
+
+        opts = dataclasses.replace(opts, warm=warm_pays(opts.sandbox))
+    if opts.warm:  # warm local workers: one zygote per track for all grading processes (started in this thread)
+        from harness.grading.engine import shared_zygotes
+
+        try:
+            zygotes = shared_zygotes(exercise=opts.exercise, paths=[it.path for it in todo], track=opts.track,
+                                     sandbox=opts.sandbox)
+        except Exception:  # each grading process then starts its own
+            zygotes = None
 
     def slot(n: int) -> None:
         try:
@@ -188,11 +210,11 @@ def _grade_all(todo: list[Item], opts: BatchOptions, out: Path, emit, notices: l
                 if g is None or g.proc.poll() is not None or g.graded >= RECYCLE_AFTER:
                     if g is not None:
                         g.stop()
-                    g = graders[n] = _Grader(logs / f"grader-{n}.log")
+                    g = graders[n] = _Grader(logs / f"grader-{n}.log", zygotes)
                 events.put(("start", it))
                 task = {"exercise": opts.exercise, "path": str(it.path.resolve()), "label": it.label,
                         "sha256": it.sha256, "track": opts.track, "sandbox": opts.sandbox, "seed": opts.seed,
-                        "limits": opts.limits, "keep_artifacts": opts.keep_artifacts,
+                        "limits": opts.limits, "keep_artifacts": opts.keep_artifacts, "warm": opts.warm,
                         "npz_path": str(it.npz_path.resolve())}
                 t = time.monotonic()
                 answer = g.ask(task, opts.submission_timeout_s)
@@ -244,6 +266,8 @@ def _grade_all(todo: list[Item], opts: BatchOptions, out: Path, emit, notices: l
                 g.stop(grace=10.0)
         for th in threads:
             th.join(timeout=15)
+        if zygotes is not None:
+            zygotes.close()
         if in_main:
             signal.signal(signal.SIGTERM, prev_term if prev_term is not None else signal.SIG_DFL)
     return interrupted

@@ -253,7 +253,8 @@ class DockerHandle(WorkerHandle):
         if self._client is not None:
             self._client.close()
             self._client = None
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class DockerSandbox(Sandbox):
@@ -335,8 +336,10 @@ class DockerSandbox(Sandbox):
         self.sweep()
 
     # -- start --------------------------------------------------------------------------------------------
-    def command(self, *, name: str, track: str, entry: str, mount_dir: str, limits: Limits,
-                started: float) -> list[str]:
+    def command(self, *, name: str, track: str, entry: str | None, mount_dir: str | None, limits: Limits,
+                started: float, warm_up: bool = True) -> list[str]:
+        """The ``docker run`` command line. ``entry=None``: a warm container (no mount; the worker imports, warms
+        up, says idle and waits for the submission over its stdin, see :meth:`start_warm`)."""
         mb = 1024 * 1024
         env = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -359,13 +362,36 @@ class DockerSandbox(Sandbox):
             "--ulimit", f"cpu={int(limits.cpu_s)}:{int(limits.cpu_s) + 5}",
             "--user", f"{CONTAINER_UID}:{CONTAINER_UID}", "--init",
             "--ipc", "none", "--hostname", "sandbox", "--workdir", "/tmp", "--log-driver", "none",
-            "--mount", f"type=bind,source={mount_dir},target=/submission,readonly",
         ]
+        if mount_dir is not None:
+            cmd += ["--mount", f"type=bind,source={mount_dir},target=/submission,readonly"]
         for key, value in env.items():
             cmd += ["-e", f"{key}={value}"]
-        cmd += [self.image, "python3", "-I", "-B", "/opt/grader/worker.py", "--track", track, "--entry", entry,
-                "/submission/submission.py"]
-        return cmd
+        cmd += [self.image, "python3", "-I", "-B", "/opt/grader/worker.py", "--track", track]
+        if entry is None:
+            return cmd + ["--warm", "--root", "/tmp"] + ([] if warm_up else ["--no-warm-up"])
+        return cmd + ["--entry", entry, "/submission/submission.py"]
+
+    def start_warm(self, *, track: str, limits: Limits, warm_up: bool = True) -> WorkerHandle:
+        """A container for one submission not chosen yet: no host path mounted at all; its worker imports and
+        warms up, says ``idle`` and waits for a ``load`` request with the file's bytes (harness/session/warm.py)."""
+        from harness.core.errors import InfrastructureError
+
+        self._sweep_once()
+        if docker_cli() is None:
+            raise InfrastructureError("the `docker` command is not installed")
+        started = time.time()
+        name = f"grader-{os.getpid()}-{secrets.token_hex(6)}"
+        cmd = self.command(name=name, track=track, entry=None, mount_dir=None, limits=limits, started=started,
+                           warm_up=warm_up)
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True, close_fds=True, preexec_fn=die_with_parent)
+        except OSError as exc:
+            raise InfrastructureError(f"could not start a warm docker container: {exc}") from exc
+        handle = DockerHandle(proc, name, "", started)
+        handle.warm = True
+        return handle
 
     def start(self, *, track: str, entry: str, submission: Path, limits: Limits) -> WorkerHandle:
         from harness.core.errors import InfrastructureError

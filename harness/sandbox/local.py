@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from harness.core.process import die_with_parent
@@ -338,3 +339,303 @@ class LocalSandbox(Sandbox):
     def describe(self) -> dict:
         return {"sandbox": self.name, "namespaces": bool(namespace_prefix()),
                 "read_only_fs": mount_isolation()}
+
+
+# -- the zygote: warm workers forked from a process that has done the imports -------------------------------
+ZYGOTE_FILES = ("zygote.py",)   # beside the worker files in the zygote's box (never in the Docker image)
+ZYGOTE_START_TIMEOUT_S = 120.0  # imports + warm-up of a zygote (torch) on a loaded machine
+SPAWN_TIMEOUT_S = 10.0          # the zygote's answer to a spawn request
+
+
+class ForkedProc:
+    """What :class:`~harness.session.channel.WorkerSession` needs of a ``Popen`` for a worker forked by a zygote:
+    the host's ends of its three pipes, and its exit status as the zygote reports it."""
+
+    pid = None  # the worker is not the host's child: it is killed and reaped through its zygote
+
+    def __init__(self, zygote: "Zygote", ident: int, stdin_fd: int, stdout_fd: int, stderr_fd: int):
+        self.zygote, self.ident = zygote, ident
+        self.stdin = os.fdopen(stdin_fd, "wb", buffering=0)
+        self.stdout = os.fdopen(stdout_fd, "rb")
+        self.stderr = os.fdopen(stderr_fd, "rb")
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self.zygote.wait_exit(self, timeout):
+            raise subprocess.TimeoutExpired("zygote worker", timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        self.zygote.kill(self)
+
+    terminate = kill
+
+
+class ZygoteHandle(WorkerHandle):
+    """A single-use warm worker forked by a :class:`Zygote`."""
+
+    namespaced = True
+    warm = True
+
+    def __init__(self, proc: ForkedProc):
+        self.proc = proc
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover - the zygote died with it (see Zygote)
+                pass
+
+    def post_mortem(self) -> dict:
+        info = super().post_mortem()
+        code = info.get("exit_code")
+        if code is not None and code > 128:
+            info["signal"] = code - 128  # like unshare --fork: the worker's signal as 128+n
+        info["warm"] = True
+        return info
+
+    def cleanup(self) -> None:
+        if self.proc.returncode is None:
+            self.kill()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+class Zygote:
+    """A process, in the local sandbox's namespaces (read-only root, the grader hidden, no network), that has
+    imported NumPy (and torch for the torch track), the worker and nothing of any candidate; it forks one
+    single-use worker per :meth:`spawn` (see harness/worker/zygote.py for what each child does before it is
+    handed out). Raises :class:`InfrastructureError` when it cannot start."""
+
+    def __init__(self, track: str, *, connection: int | None = None, wait: bool = True):
+        """``connection``: attach to a zygote another process owns (a batch parent's), through a control
+        connection it made with :meth:`connect` and passed down; ``wait=False``: do not wait for it to be up (its
+        first answer then takes longer)."""
+        import socket
+
+        from harness.core.errors import InfrastructureError
+
+        self.track = track
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._next = 0
+        self._answers: dict[int, dict] = {}
+        self._procs: dict[int, ForkedProc] = {}
+        self.dead = False
+        self._stderr = bytearray()
+        self.spawn_timeout_s = SPAWN_TIMEOUT_S if wait else ZYGOTE_START_TIMEOUT_S
+        if connection is not None:
+            self.proc = None
+            self.workdir = None
+            self.sock = socket.socket(fileno=connection)
+            self.spawn_timeout_s = ZYGOTE_START_TIMEOUT_S  # it may still be importing torch
+            threading.Thread(target=self._read, daemon=True, name=f"zygote-{track}").start()
+            return
+        if not mount_isolation():
+            raise InfrastructureError("the local zygote needs the mount-namespace isolation (unshare), "
+                                      "which this machine does not allow")
+        _sweep_scratch()
+        self.workdir = tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-")
+        os.chmod(self.workdir, 0o700)
+        worker_dir = os.path.join(self.workdir, ".worker")
+        os.mkdir(worker_dir)
+        for name in (*WORKER_FILES, *ZYGOTE_FILES):
+            shutil.copyfile(WORKER_DIR / name, os.path.join(worker_dir, name))
+        box = os.path.join(self.workdir, "box")
+        os.mkdir(box)
+        cover = cover_tmp()
+        root = "/tmp" if cover else box
+        hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(self.workdir), d)]
+        keep = [k for k in keeps(cover, hidden) if _inside(k, root)]
+        host_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock = host_end
+        command = [sys.executable, "-I", "-B", os.path.join(root, ".worker", "zygote.py"), "--track", track,
+                   "--control-fd", str(zygote_end.fileno()), "--root", root, "--keep", json.dumps(keep)]
+        cmd = _mount_command(namespace_prefix(), box, 8, cover, hidden, command)
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, cwd=self.workdir,
+                                         env=scrubbed_env(os.path.join(root, "home")), start_new_session=True,
+                                         preexec_fn=_zygote_limits, pass_fds=(zygote_end.fileno(),))
+        except OSError as exc:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            raise InfrastructureError(f"could not start the local zygote: {exc}") from exc
+        finally:
+            zygote_end.close()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        threading.Thread(target=self._read, daemon=True, name=f"zygote-{track}").start()
+        self.threads = None
+        if wait:
+            self.wait_up()
+
+    def wait_up(self) -> None:
+        """Wait for the zygote's imports and warm-up; InfrastructureError when it does not come up."""
+        from harness.core.errors import InfrastructureError
+
+        track = self.track
+        with self._cond:
+            self._cond.wait_for(lambda: self.dead or "up" in self._answers, ZYGOTE_START_TIMEOUT_S)
+            up = self._answers.pop("up", None)
+        if up is None:
+            self.close()
+            raise InfrastructureError(f"the local {track} zygote did not start: {self.stderr_tail() or 'no answer'}")
+        self.threads = up.get("threads")
+
+    # -- messages -----------------------------------------------------------------------------------------
+    def _drain_stderr(self) -> None:
+        try:
+            for line in self.proc.stderr:
+                self._stderr = (self._stderr + line)[-4000:]
+        except (OSError, ValueError):
+            pass
+
+    def stderr_tail(self) -> str:
+        from harness.core.text import clean_text
+
+        return clean_text(self._stderr.decode("utf-8", "replace"), 500)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            try:
+                msg = json.loads(data)
+            except ValueError:
+                continue
+            with self._cond:
+                op = msg.get("op")
+                if op == "up":
+                    self._answers["up"] = msg
+                elif op in ("spawned", "failed"):
+                    self._answers[msg.get("id")] = msg
+                elif op == "exit":
+                    proc = self._procs.pop(msg.get("id"), None)
+                    if proc is not None:
+                        proc.returncode = int(msg.get("code", 70))
+                self._cond.notify_all()
+        with self._cond:  # the zygote is gone, and every worker it forked died with it (its PID namespace)
+            self.dead = True
+            for proc in self._procs.values():
+                proc.returncode = 137
+            self._procs.clear()
+            self._cond.notify_all()
+
+    def _send(self, msg: dict, fds=()) -> None:
+        import socket
+
+        socket.send_fds(self.sock, [json.dumps(msg).encode()], list(fds))
+
+    # -- the API ------------------------------------------------------------------------------------------
+    def alive(self) -> bool:
+        return not self.dead and (self.proc is None or self.proc.poll() is None)
+
+    def connect(self) -> int:
+        """A new control connection to this zygote, as an inheritable descriptor for another process (which
+        attaches with ``Zygote(track, connection=fd)``). Workers spawned through it die when it is closed."""
+        import socket
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._lock:
+                self._send({"op": "connect"}, [theirs.fileno()])
+        finally:
+            theirs.close()
+        fd = ours.detach()
+        os.set_inheritable(fd, True)
+        return fd
+
+    def spawn(self, limits: Limits) -> ZygoteHandle:
+        """Fork a warm worker with ``limits``; it answers ``idle`` on its stdout once it is set up."""
+        from harness.core.errors import InfrastructureError
+
+        pipes = [os.pipe() for _ in range(3)]
+        theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
+        ours = [pipes[0][1], pipes[1][0], pipes[2][0]]
+        spec = {k: int(getattr(limits, k)) for k in ("memory_mb", "cpu_s", "fsize_mb", "nofile", "tmpfs_mb")}
+        with self._cond:
+            self._next += 1
+            ident = self._next
+        try:
+            with self._lock:
+                if self.dead:
+                    raise OSError("the zygote is gone")
+                self._send({"op": "spawn", "id": ident, "limits": spec}, theirs)
+        except OSError as exc:
+            for fd in ours:
+                os.close(fd)
+            raise InfrastructureError(f"the local zygote is not answering: {exc}") from exc
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        proc = ForkedProc(self, ident, *ours)
+        with self._cond:
+            self._procs[ident] = proc
+            self._cond.wait_for(lambda: self.dead or ident in self._answers, self.spawn_timeout_s)
+            answer = self._answers.pop(ident, None)
+            if answer is None or answer.get("op") != "spawned":
+                self._procs.pop(ident, None)
+                proc.returncode = 70
+        if proc.returncode is not None:
+            ZygoteHandle(proc).cleanup()
+            why = (answer or {}).get("message") or ("the zygote died" if self.dead else "no answer")
+            raise InfrastructureError(f"the local zygote could not fork a worker: {why}")
+        return ZygoteHandle(proc)
+
+    def kill(self, proc: ForkedProc) -> None:
+        try:
+            with self._lock:
+                if proc.returncode is None and not self.dead:
+                    self._send({"op": "kill", "id": proc.ident})
+        except OSError:
+            pass
+
+    def wait_exit(self, proc: ForkedProc, timeout: float | None) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: proc.returncode is not None, timeout)
+
+    def close(self) -> None:
+        """Stop the zygote and, with it, every worker it forked (they live in its PID namespace). Attached to
+        another process's zygote: close the connection (the workers spawned through it are killed)."""
+        import socket
+
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes our reader; the zygote sees the end at once
+        except OSError:
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover
+                pass
+        try:
+            self.proc.stderr.close()
+        except OSError:  # pragma: no cover
+            pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _zygote_limits() -> None:  # the zygote's own limits, between fork and exec; its workers set theirs
+    die_with_parent()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

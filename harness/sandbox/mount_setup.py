@@ -4,7 +4,7 @@ Runs as root of a new mount namespace (after ``unshare --mount``, before the wor
 
     python -I -S -B mount_setup.py SPEC_JSON COMMAND...     SPEC = {"box", "size_mb", "cover", "keep", "hidden"}
 
-1. a size-capped tmpfs at BOX gets a copy of the worker, the submission and an empty home;
+1. a size-capped tmpfs at BOX gets a copy of the worker, the submission (none for the zygote) and an empty home;
 2. the folders the interpreter needs that lie inside what is about to be covered (``keep``: a venv under /tmp,
    Python under /root, site-packages under /work...) are bind-mounted into the box, to be carried across;
 3. with ``cover``, the box is moved onto /tmp (hiding all of the host's /tmp at once: other checkouts, sockets,
@@ -67,7 +67,8 @@ def fill_box(box: str, size_mb: int) -> None:
     src = os.path.dirname(box)
     mount("grader-tmp", box, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size_mb}m,mode=0755")
     shutil.copytree(os.path.join(src, ".worker"), os.path.join(box, ".worker"))
-    shutil.copyfile(os.path.join(src, "submission.py"), os.path.join(box, "submission.py"))
+    if os.path.exists(os.path.join(src, "submission.py")):  # none for the zygote: its workers get it by pipe
+        shutil.copyfile(os.path.join(src, "submission.py"), os.path.join(box, "submission.py"))
     os.mkdir(os.path.join(box, "home"), 0o700)
 
 

@@ -111,7 +111,7 @@ def grade_source(*, exercise: str, source_path: str, track: str, sandbox: str, s
     notices: list[str] = []
     try:
         report = grade(exercise=exercise, submission=source_path, track=track, sandbox=sandbox, seed=seed,
-                       notice=notices.append, keep_artifacts=True)
+                       notice=notices.append, keep_artifacts=True, warm=True)  # a warm pool per grading process
     except UsageError as exc:
         return {"kind": "usage", "message": exc.message}
     except GraderError as exc:

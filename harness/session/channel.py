@@ -129,10 +129,16 @@ class WorkerSession:
         self.pump.start()
 
     def close(self) -> None:
-        """Stop the worker now: nothing it could still do matters once the suite is over."""
+        """Stop the worker now: nothing it could still do matters once the suite is over. A handle with a
+        ``retire`` hook (a warm Docker container) is handed back to its pool, which kills and removes it in the
+        background: the report does not wait for the engine (it is never used again)."""
         if self.handle is not None:
-            self._kill()
-            self.handle.cleanup()
+            retire = getattr(self.handle, "retire", None)
+            if retire is not None:
+                retire()
+            else:
+                self._kill()
+                self.handle.cleanup()
             self.handle = None
 
     def _kill(self) -> None:

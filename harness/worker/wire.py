@@ -31,6 +31,8 @@ ALLOWED_DTYPES = frozenset(
 
 # Frame kinds the worker sends, and the names of the arrays in frames: both ends use these, never bare strings.
 BOOT, READY, ERROR, FAULT, RESULT, MODULE = "boot", "ready", "error", "fault", "result", "module"
+IDLE = "idle"            # a warm worker: set up and warmed, waiting for a load request (nothing of a candidate yet)
+SOURCE = "source"        # the load request's array: the submission's bytes (uint8)
 OUT = "out"              # the candidate's output
 GRAD = "grad:"           # GRAD + argument array name, or GRAD + PARAM + parameter name: a gradient
 INPUT = "input:"         # INPUT + argument array name, or INPUT + PARAM + parameter name: as the candidate left it

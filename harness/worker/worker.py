@@ -4,6 +4,11 @@ Runs as ``python -I worker.py --track numpy|torch --entry NAME SUBMISSION``, ins
 standard library, NumPy (and torch for the torch track) and ``wire.py`` beside it. It answers requests from the
 host over stdin/stdout frames and never decides whether anything is right: it only runs the candidate and
 returns plain arrays. The candidate's own prints go to stderr (fd 1 is moved away from the protocol pipe).
+
+A *warm* worker (``--warm --root DIR``, or a child forked by the local zygote, ``zygote.py``) does its imports and
+a warm-up ahead of time, sends ``idle`` and waits for a ``load`` request carrying the entry point and the file's
+bytes; it writes them to ``DIR/submission.py``, sends ``boot`` (everything before this is the grader's, nothing
+of the candidate's has run) and continues exactly like a cold worker. It serves one submission, then exits.
 """
 
 from __future__ import annotations
@@ -102,6 +107,47 @@ def _flop_counter(torch: ModuleType):
         if raw is not None and not hasattr(raw, "__dynamo_disable"):
             raw.__dynamo_disable = raw
     return flop_counter.FlopCounterMode(display=False)
+
+
+def warm_up(track: str) -> None:
+    """Import what a worker needs and run one small attention-shaped forward and backward (float32 and float64,
+    with a mask, and a FLOP count), so that a warm worker pays none of torch's lazy initialisation on the
+    candidate's clock. Runs single-threaded: a process that ran multi-threaded OpenMP work must never fork."""
+    import importlib.util  # noqa: F401
+    import platform  # noqa: F401
+
+    np.random.default_rng(0).standard_normal((2, 3, 4)) @ np.ones((4, 4))
+    if track != "torch":
+        return
+    import torch
+
+    torch.set_num_threads(1)
+    for dtype in (torch.float32, torch.float64):
+        lin = torch.nn.Linear(8, 24).to(dtype)
+        out = torch.nn.Linear(8, 8).to(dtype)
+        x = torch.randn(2, 3, 8, dtype=dtype, requires_grad=True)
+        q, k, v = lin(x).split(8, dim=-1)
+        mask = torch.triu(torch.ones(3, 3, dtype=torch.bool), 1)
+        scores = (q.view(2, 3, 2, 4).transpose(1, 2) @ k.view(2, 3, 2, 4).transpose(1, 2).transpose(-2, -1)) / 2.0
+        weights = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
+        y = out((weights @ v.view(2, 3, 2, 4).transpose(1, 2)).transpose(1, 2).reshape(2, 3, 8))
+        (y * torch.ones_like(y)).sum().backward()
+        y.detach().numpy()
+    counter = _flop_counter(torch)
+    with counter, torch.no_grad():
+        torch.nn.Linear(4, 4)(torch.ones(1, 4))
+
+
+def reseed() -> None:
+    """Fresh random state, as a new interpreter has: Python's, NumPy's and torch's global generators seeded from
+    the OS's entropy (torch, like the others, starts from a nondeterministic seed in a fresh interpreter)."""
+    import random
+
+    random.seed()
+    np.random.seed()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.seed()
 
 
 class Worker:
@@ -335,6 +381,33 @@ class Worker:
         threading.Thread(target=_exit_when_orphaned, daemon=True).start()
         self.send(self.boot())
         self.send(self.start())
+        self.loop()
+
+    def serve_warm(self, root: str) -> None:
+        """A warm worker: set up, ``idle``; then one ``load`` request (the entry point and the file's bytes),
+        ``boot``, and the candidate's import and requests exactly as a cold worker serves them."""
+        threading.Thread(target=_exit_when_orphaned, daemon=True).start()
+        self.boot()
+        self.send({"kind": wire.IDLE})
+        req, arrays = self.read_frame()
+        if req is None:
+            return  # the pool let us go unused
+        source = arrays.get(wire.SOURCE)
+        entry = req.get("entry")
+        if req.get("op") != "load" or not isinstance(entry, str) or source is None or source.dtype != np.uint8:
+            self.send({"kind": wire.ERROR, "phase": "protocol", "type": "BadRequest",
+                       "message": "expected a load request", "traceback": ""})
+            return
+        self.entry = entry
+        self.path = os.path.join(root, "submission.py")
+        with open(self.path, "wb") as f:
+            f.write(source.tobytes())
+        os.chmod(self.path, 0o444)
+        self.send({"kind": wire.BOOT, "warm": True})
+        self.send(self.start())
+        self.loop()
+
+    def loop(self) -> None:
         while True:
             try:
                 req, arrays = self.read_frame()
@@ -356,16 +429,32 @@ class Worker:
                 self.send(_error(exc, self.path, "output"))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--track", choices=("numpy", "torch"), required=True)
-    parser.add_argument("--entry", required=True)
-    parser.add_argument("submission")
-    opts = parser.parse_args()
+def protocol_stdout() -> BinaryIO:
+    """The protocol's own copy of fd 1; fd 1 itself then points at stderr, so the candidate's prints land there."""
     proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # the candidate's prints land on stderr, which the host caps
     sys.stdout = sys.__stdout__ = os.fdopen(1, "w", buffering=1, closefd=False)
-    Worker(opts.track, opts.entry, os.path.abspath(opts.submission), proto_out).serve()
+    return proto_out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--track", choices=("numpy", "torch"), required=True)
+    parser.add_argument("--entry")
+    parser.add_argument("--warm", action="store_true", help="import and warm up, send idle, wait for a load request")
+    parser.add_argument("--root", default="/tmp", help="(--warm) where the submission is written")
+    parser.add_argument("--no-warm-up", action="store_true", help="(--warm) imports only, no warm-up forward")
+    parser.add_argument("submission", nargs="?")
+    opts = parser.parse_args()
+    if opts.warm:
+        if not opts.no_warm_up:
+            warm_up(opts.track)
+        reseed()
+        Worker(opts.track, "", "", protocol_stdout()).serve_warm(opts.root)
+        return
+    if not opts.entry or not opts.submission:
+        parser.error("--entry and SUBMISSION are required (or --warm)")
+    Worker(opts.track, opts.entry, os.path.abspath(opts.submission), protocol_stdout()).serve()
 
 
 if __name__ == "__main__":

@@ -12,21 +12,11 @@ import os
 import signal
 import sys
 
-
-def _die_with_parent() -> None:
-    parent = int(os.environ.get("GRADER_SERVICE_PARENT", "0") or 0)
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # pragma: no cover
-        pass
-    if parent and os.getppid() != parent:
-        os._exit(0)
+from harness.core.process import die_with_parent
 
 
 def main() -> int:
-    _die_with_parent()
+    die_with_parent(signal.SIGTERM, parent=int(os.environ.get("GRADER_SERVICE_PARENT", "0") or 0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def on_term(signum, frame):

@@ -1,0 +1,377 @@
+"""The local backend's zygote: a process that has imported NumPy (and torch), the worker and nothing of any
+candidate, and forks one single-use warm worker per request. Stand-alone (standard library, NumPy, torch and
+its siblings worker.py + wire.py); it runs inside the local sandbox, in the mount, PID and network namespaces
+``mount_setup.py`` made for it (everything read-only, the grader hidden), and never reads a candidate's file.
+
+    python -I -B zygote.py --track numpy|torch --control-fd N --root DIR
+
+The host talks to it over a SOCK_SEQPACKET socket (fd N), one JSON message per packet:
+
+    zygote -> host  {"op": "up", "threads": n}                       imports and warm-up done
+    host -> zygote  {"op": "spawn", "id": i, "limits": {...}}  + 3 fds (SCM_RIGHTS): the child's stdin, stdout,
+                                                                      stderr
+    zygote -> host  {"op": "spawned", "id": i} | {"op": "failed", "id": i, "message": ...}
+    host -> zygote  {"op": "kill", "id": i}
+    host -> zygote  {"op": "connect"} + 1 fd: one more control connection (another grading process of the same
+                                      batch shares this zygote); when it closes, the workers spawned through
+                                      it are killed; when the first one closes, the zygote exits
+    zygote -> host  {"op": "exit", "id": i, "code": c}                c as ``unshare --fork`` reports it (128+n
+                                                                      for a signal)
+
+Each request forks a child C, which takes the three fds as 0, 1, 2 and unshares fresh mount, PID, network, IPC
+and UTS namespaces, then forks G, pid 1 of the new PID namespace (when it exits, everything left in the
+namespace dies). C only waits for G and exits with its status. G makes the mounts private, replaces ``--root``
+(the zygote's /tmp) with a fresh size-capped tmpfs of its own (the interpreter's folders that lived there are
+bound back read-only), mounts a private /proc, closes every other descriptor and forks W, the worker (pid 2),
+then only reaps and exits with W's status. W, before it touches anything of a candidate: resets its environment,
+sets its rlimits, drops every capability (and, as real root, its uid to nobody), sets no-new-privileges and
+reseeds every random generator. Then it is a warm worker (``Worker.serve_warm``): ``idle``, a ``load`` request,
+``boot``, the candidate. Each of C, G, W dies with its parent (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import errno
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import worker  # noqa: E402  (sibling module; imports NumPy and wire)
+
+del sys.path[0]
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0x4000000, 0x8000000, 0x20000000, \
+    0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, \
+    1 << 18
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+NOBODY = 65534
+MAX_MSG = 65536
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mount(source, target, fstype, flags, data=None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(_libc.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
+
+
+def die_with_parent(parent: int | None = None, alive: int | None = None) -> None:
+    """SIGKILL when the parent dies; exit now if it already has (``parent``: its pid as seen from here;
+    ``alive``: the read end of a pipe whose only writer is the parent, for a parent outside our PID namespace)."""
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    if parent is not None and os.getppid() != parent:
+        os._exit(137)
+    if alive is not None:
+        poller = select.poll()
+        poller.register(alive, select.POLLIN | select.POLLHUP)
+        if poller.poll(0):
+            os._exit(137)
+
+
+# -- the child: isolation, then a warm worker ---------------------------------------------------------------
+def _fresh_root(root: str, keep: list, size_mb: int) -> None:
+    """A new private tmpfs at ``root``; the interpreter's folders that lived inside it are bound back read-only."""
+    held = []
+    for path in keep:
+        try:
+            held.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY)))
+        except OSError:
+            continue
+    mount("grader-tmp", root, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(size_mb)}m,mode=0755")
+    for path, fd in held:
+        os.makedirs(path, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        mount("none", path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        os.close(fd)
+
+
+def _limit(limits: dict) -> None:
+    mb = 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2)
+    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 5))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize_mb"] * mb,) * 2)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["nofile"],) * 2)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _world_readable(paths) -> bool:
+    """Whether nobody could still read the interpreter and its packages (every folder up to / traversable)."""
+    for path in paths:
+        path = os.path.realpath(path)
+        while True:
+            try:
+                mode = os.stat(path).st_mode
+            except OSError:
+                return False
+            if not mode & 0o005:
+                return False
+            if path == "/":
+                break
+            path = os.path.dirname(path)
+    return True
+
+
+def _uid_mapped(uid: int) -> bool:
+    try:
+        with open("/proc/self/uid_map") as f:
+            for line in f:
+                inside, _, count = (int(x) for x in line.split())
+                if inside <= uid < inside + count:
+                    return True
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+def _drop_privileges(home: str, readable: bool) -> None:
+    """As real root (and when nobody can read the interpreter): become nobody. Always: no capabilities, none
+    regainable (bounding set emptied, no-new-privileges)."""
+    if os.getuid() == 0 and readable and _uid_mapped(NOBODY):
+        for path in (os.path.dirname(home), home):
+            os.chown(path, NOBODY, NOBODY)
+        os.setgroups([])
+        os.setresgid(NOBODY, NOBODY, NOBODY)
+        os.setresuid(NOBODY, NOBODY, NOBODY)  # a uid change from 0 clears the capability sets
+    for cap in range(64):
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == errno.EINVAL:
+            break
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all empty
+    _check(_libc.capset(header, data), "capset")
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
+
+
+def _reset_environment(home: str) -> None:
+    import tempfile
+
+    for key in ("HOME", "TMPDIR"):
+        os.environ[key] = home
+    tempfile.tempdir = None  # gettempdir() caches the zygote's answer
+
+
+def _grandchild(opts, spec: dict, alive: int) -> None:
+    """G, pid 1 of the new PID namespace: the mounts, then a minimal init that reaps and exits with the
+    worker's status (so the worker is an ordinary process: it can signal, and kill, itself)."""
+    die_with_parent(alive=alive)
+    root = opts.root
+    mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _fresh_root(root, opts.keep, spec["limits"]["tmpfs_mb"])
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    home = os.path.join(root, "home")
+    os.mkdir(home, 0o700)
+    os.chdir(home)
+    os.closerange(3, 1 << 16)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _worker(opts, spec, home)
+        except BaseException as exc:  # before the candidate: a death before boot, the grader's fault
+            try:
+                os.write(2, f"warm worker set-up failed: {type(exc).__name__}: {exc}\n".encode()[:2000])
+            except OSError:
+                pass
+            os._exit(70)
+        os._exit(0)
+    _init(pid)
+
+
+def _init(worker_pid: int) -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):  # only the worker holds the pipes
+        os.dup2(null, target)
+    os.close(null)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)  # reaps orphans too (a daemon the candidate left)
+        except ChildProcessError:
+            os._exit(70)
+        except InterruptedError:
+            continue
+        if pid == worker_pid:  # our exit ends the namespace: the kernel kills whatever is left in it
+            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
+def _worker(opts, spec: dict, home: str) -> None:
+    die_with_parent(parent=1)
+    _reset_environment(home)
+    _limit(spec["limits"])
+    _drop_privileges(home, opts.readable)
+    worker.reseed()
+    os.umask(0o077)
+    w = worker.Worker(opts.track, "", "", worker.protocol_stdout())
+    w.serve_warm(opts.root)
+
+
+def _child(opts, spec: dict, fds: list, zygote: int) -> None:
+    """C: take the fds as 0, 1, 2, unshare, fork the worker, wait for it, exit with its status."""
+    signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    die_with_parent(zygote)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    os.closerange(3, 1 << 16)
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+    alive, held = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(held)
+            _grandchild(opts, spec, alive)
+        except BaseException as exc:  # before the candidate: the host sees a death before boot (a grader fault)
+            try:
+                os.write(2, f"warm worker set-up failed: {type(exc).__name__}: {exc}\n".encode()[:2000])
+            except OSError:
+                pass
+            os._exit(70)
+        os._exit(0)
+    os.close(alive)
+    null = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2):  # only the worker holds the pipes: the host sees EOF the moment it dies
+        os.dup2(null, target)
+    os.close(null)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except ChildProcessError:
+            os._exit(70)
+        except InterruptedError:
+            continue
+    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
+# -- the zygote's loop --------------------------------------------------------------------------------------
+def _send(sock: socket.socket, msg: dict) -> None:
+    try:
+        sock.send(json.dumps(msg).encode())
+    except OSError:
+        os._exit(0)  # the host is gone
+
+
+def serve(opts) -> None:
+    primary = socket.socket(fileno=opts.control_fd)
+    conns = {primary.fileno(): primary}
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: dict[int, tuple] = {}  # pid -> (connection, request id)
+    _send(primary, {"op": "up", "threads": len(os.listdir("/proc/self/task"))})
+    poller = select.poll()
+    poller.register(primary.fileno(), select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
+
+    def drop(conn: socket.socket) -> None:
+        poller.unregister(conn.fileno())
+        del conns[conn.fileno()]
+        for pid, (owner, _) in list(children.items()):
+            if owner is conn:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        conn.close()
+
+    while True:
+        for fd, ev in poller.poll(1000):
+            if fd == wake_r:
+                os.read(wake_r, 4096)
+                continue
+            conn = conns.get(fd)
+            if conn is None:
+                continue
+            try:
+                data, fds, _, _ = socket.recv_fds(conn, MAX_MSG, 3)
+            except InterruptedError:
+                continue
+            except OSError:
+                data, fds = b"", []
+            if not data:
+                if conn is primary:
+                    os._exit(0)  # the host closed the control socket: we are done
+                drop(conn)
+                continue
+            msg = json.loads(data)
+            op = msg.get("op")
+            if op == "spawn" and len(fds) == 3:
+                try:
+                    pid = os.fork()
+                except OSError as exc:
+                    _reply(conn, {"op": "failed", "id": msg.get("id"), "message": str(exc)})
+                    pid = None
+                if pid == 0:
+                    try:
+                        _child(opts, msg, fds, opts.zygote_pid)
+                    finally:
+                        os._exit(70)
+                if pid:
+                    children[pid] = (conn, msg["id"])
+                    _reply(conn, {"op": "spawned", "id": msg["id"]})
+            elif op == "connect" and len(fds) == 1:
+                extra = socket.socket(fileno=fds.pop())
+                conns[extra.fileno()] = extra
+                poller.register(extra.fileno(), select.POLLIN)
+            elif op == "kill":
+                for pid, (owner, ident) in children.items():
+                    if owner is conn and ident == msg.get("id"):
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+            elif op == "spawn":
+                _reply(conn, {"op": "failed", "id": msg.get("id"), "message": "expected 3 descriptors"})
+            for fd_ in fds:
+                os.close(fd_)
+        while True:  # reap: C's exit status is the worker's
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            code = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            if pid in children:
+                conn, ident = children.pop(pid)
+                if conn.fileno() in conns:
+                    _reply(conn, {"op": "exit", "id": ident, "code": code})
+
+
+def _reply(conn: socket.socket, msg: dict) -> None:
+    """To a secondary connection whose grading process is gone: nothing (it is dropped when its EOF is read)."""
+    try:
+        conn.send(json.dumps(msg).encode())
+    except OSError:
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--track", choices=("numpy", "torch"), required=True)
+    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--root", required=True, help="the folder each worker gets as its own fresh tmpfs")
+    parser.add_argument("--keep", default="[]", help="JSON list: folders inside --root to bind back")
+    opts = parser.parse_args()
+    opts.keep = json.loads(opts.keep)
+    opts.zygote_pid = os.getpid()
+    worker.warm_up(opts.track)
+    opts.readable = _world_readable([p for p in (sys.prefix, sys.base_prefix, *sys.path) if os.path.isdir(p)])
+    serve(opts)
+
+
+if __name__ == "__main__":
+    main()
