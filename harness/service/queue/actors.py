@@ -1,0 +1,146 @@
+"""The Dramatiq actors — one per queue (interactive, bulk, ci), the same function — and the context they grade
+in: the store, the settings, a grading process per worker thread, the busy count and the heartbeat row that the
+workers page shows. `grade worker` and the embedded mode of `grade serve` run exactly this code."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+
+from harness.service.queue.broker import PRIORITY, QUEUES, Broker
+from harness.service.queue.pool import ProcessRunner, grade_submission
+
+log = logging.getLogger("grader.actors")
+
+
+def new_worker_id(prefix: str = "") -> str:
+    host = socket.gethostname()[:30]
+    return f"{prefix}{host}:{os.getpid()}:{secrets.token_hex(3)}"[:64]
+
+
+class WorkerContext:
+    """Everything an actor needs, for one process. ``runner_factory`` makes the grading runner of a thread."""
+
+    def __init__(self, store, settings, broker: Broker, *, owner: str, kind: str, concurrency: int,
+                 queues=QUEUES, metrics=None, runner_factory=None):
+        self.store, self.settings, self.broker, self.metrics = store, settings, broker, metrics
+        self.owner, self.kind, self.concurrency, self.queues = owner, kind, concurrency, tuple(queues)
+        self._runner_factory = runner_factory or (lambda: ProcessRunner(settings.data_dir))
+        self._local = threading.local()
+        self._runners: list = []
+        self._lock = threading.Lock()
+        self.busy = 0
+        self.graded = 0
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        self.last_beat_ok = False
+
+    # -- the actor's body --------------------------------------------------------------------------------
+    def runner(self):
+        r = getattr(self._local, "runner", None)
+        if r is None:
+            r = self._runner_factory()
+            self._local.runner = r
+            with self._lock:
+                self._runners.append(r)
+        return r
+
+    def _drop_runner(self) -> None:
+        r = getattr(self._local, "runner", None)
+        if r is not None:
+            self._local.runner = None
+            try:
+                r.close()
+            except Exception:  # pragma: no cover
+                pass
+            with self._lock:
+                if r in self._runners:
+                    self._runners.remove(r)
+
+    def grade(self, submission_id: str) -> str | None:
+        from dramatiq.middleware import CurrentMessage
+
+        self.broker.release(Broker.key_of(CurrentMessage.get_current_message()))
+        with self._lock:
+            self.busy += 1
+        try:
+            status = grade_submission(self.store, self.settings, submission_id, self.runner(), owner=self.owner,
+                                      metrics=self.metrics)
+        except BaseException:
+            # a time limit or a store outage interrupted the runner mid-conversation: never reuse it
+            self._drop_runner()
+            raise
+        finally:
+            with self._lock:
+                self.busy -= 1
+        if status is not None:
+            with self._lock:
+                self.graded += 1
+        return status
+
+    # -- heartbeat ---------------------------------------------------------------------------------------
+    def beat(self) -> None:
+        from harness.service import grading
+
+        try:
+            self.store.worker_heartbeat(self.owner, host=socket.gethostname()[:255], pid=os.getpid(),
+                                        kind=self.kind, queues=",".join(self.queues),
+                                        concurrency=self.concurrency, busy=self.busy, graded=self.graded,
+                                        version=grading.HARNESS_VERSION[:32])
+            self.last_beat_ok = True
+        except Exception as exc:
+            self.last_beat_ok = False
+            log.warning("worker heartbeat failed (%s)", type(exc).__name__)
+
+    def start_heartbeat(self) -> None:
+        def loop():
+            while not self._stop.is_set():
+                self.beat()
+                self._stop.wait(self.settings.heartbeat_s)
+
+        self._beat = threading.Thread(target=loop, name="grader-heartbeat", daemon=True)
+        self._beat.start()
+
+    def heartbeat_alive(self) -> bool:
+        return self._beat is not None and self._beat.is_alive()
+
+    def stopping(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join(timeout=5)
+        with self._lock:
+            runners, self._runners = list(self._runners), []
+        for r in runners:
+            try:
+                r.close()
+            except Exception:  # pragma: no cover
+                pass
+        try:
+            self.store.worker_stopped(self.owner)
+        except Exception:
+            pass
+
+
+def declare_actors(broker: Broker, context_of) -> dict:
+    """{queue: actor} on ``broker``; ``context_of()`` gives the WorkerContext the actor grades in (None in a
+    process that only sends)."""
+    import dramatiq
+
+    def make(queue: str):
+        def grade(submission_id: str) -> None:
+            ctx = context_of()
+            if ctx is None:
+                raise RuntimeError("no grading context in this process")
+            ctx.grade(submission_id)
+
+        grade.__name__ = f"grade_{queue}"
+        return dramatiq.actor(grade, broker=broker.dramatiq, actor_name=f"grade_{queue}", queue_name=queue,
+                              priority=PRIORITY[queue])
+
+    return {q: make(q) for q in QUEUES}
