@@ -274,7 +274,7 @@ def test_variants_and_mutants_get_the_same_verdicts_as_the_cli(cluster, tmp_path
     items = [(f"{p.parent.name}/{p.name}", p.parent.name, p.name.split("_", 1)[0], p) for p in VARIANTS]
     for exercise, track in (("mha", "numpy"), ("gqa", "torch")):
         for bug in applicable(exercise, track):
-            path = write_mutant(tmp_path / "mut", exercise, track, {bug.id})
+            path = write_mutant(tmp_path, exercise, track, {bug.id})
             items.append((f"{exercise}/{track}/{bug.id}", exercise, track, path))
     ids = {}
     for label, exercise, track, path in items:
