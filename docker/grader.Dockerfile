@@ -16,7 +16,7 @@ RUN set -eu; python3 -m venv /opt/venv; \
     if ls /src/.wheels/*.whl >/dev/null 2>&1; then idx="--no-index --find-links /src/.wheels"; else idx=""; fi; \
     /opt/venv/bin/python -m pip install -q $idx "numpy>=1.24" "click>=8.1" "pytest>=7.4" "docker>=7.0" "rich>=13" "matplotlib>=3.7" "pygments>=2.12" \
       "fastapi>=0.115,<1" "uvicorn>=0.30,<1" "sqlalchemy>=2.0,<3" "alembic>=1.13,<2" "jinja2>=3.1,<4" \
-      "python-multipart>=0.0.9,<1" "psycopg[binary]>=3.1,<4"; \
+      "python-multipart>=0.0.9,<1" "psycopg[binary]>=3.1,<4" "dramatiq>=2.0,<3" "redis>=5.0,<9"; \
     /opt/venv/bin/python -m pip install -q --no-deps --no-build-isolation $idx /src 2>/dev/null \
       || /opt/venv/bin/python -m pip install -q --no-deps $idx /src; \
     rm -rf /src
