@@ -41,11 +41,12 @@ def redact(url: str | None) -> str:
 class Broker:
     """A Dramatiq broker plus what the reconciler asks of it."""
 
-    def __init__(self, url: str | None, settings):
+    def __init__(self, url: str | None, settings, *, tag: str = "local"):
         import dramatiq
         from dramatiq.middleware import AgeLimit, CurrentMessage, Retries, TimeLimit
 
         self.url = url
+        self.tag = tag     # the in-process broker's keys name their process: another one's it cannot judge
         # our own watchdog (submission_timeout_s) fires first; Dramatiq's time limit is the backstop
         time_limit_ms = int((settings.submission_timeout_s + 120) * 1000)
         middleware = [AgeLimit(), TimeLimit(time_limit=time_limit_ms), CurrentMessage(),
@@ -91,7 +92,7 @@ class Broker:
             except Exception:
                 self.release(message.message_id)
                 raise
-            return message.message_id
+            return f"{self.tag}/{message.message_id}"
         sent = self.dramatiq.enqueue(message)
         return sent.options.get("redis_message_id") or sent.message_id
 
@@ -114,8 +115,11 @@ class Broker:
         if not key:
             return False
         if self.kind == "stub":
+            tag, _, mid = key.rpartition("/")
+            if tag != self.tag:
+                return None        # sent by another server on a shared store: only time tells
             with self._held_lock:
-                return key in self._held
+                return mid in self._held
         if self.kind == "redis":
             client = self.dramatiq.client
             return bool(client.hexists(f"{NAMESPACE}:{queue}.msgs", key)

@@ -81,12 +81,13 @@ class QueueEngine:
     def __init__(self, store, settings, metrics=None, *, embedded: bool = True, runner_factory=None):
         self.store, self.settings, self.metrics = store, settings, metrics
         self.embedded = embedded
-        self.broker = Broker(settings.broker_url, settings)
-        self.in_process = self.broker.kind == "stub"
         # stable across restarts of the server on this machine and data dir (which it holds locked): what a
         # previous life left running can be taken back at once, without waiting for its lease to expire
         where = hashlib.sha256(f"{os.uname().nodename}:{settings.data_dir}".encode()).hexdigest()[:12]
         self.owner = f"{os.uname().nodename[:40]}:{where}"
+        self.tag = where    # short: message keys must fit the store's column
+        self.broker = Broker(settings.broker_url, settings, tag=self.tag)
+        self.in_process = self.broker.kind == "stub"
         self.context: WorkerContext | None = None
         if self.in_process:
             self.context = WorkerContext(store, settings, self.broker, owner=self.owner, kind="embedded",
@@ -116,7 +117,7 @@ class QueueEngine:
             self.recovered = self.store.recover(all_running=self.embedded, owner=self.owner)
             if self.recovered:
                 log.info("recovered %d submissions left running by a previous process", len(self.recovered))
-            self.store.clear_outbox()   # the in-process broker starts empty: nothing sent before is held
+            self.store.clear_outbox(self.tag + "/")   # our in-process broker starts empty: none of ours is held
             n = max(1, self.settings.workers)
             self.worker = dramatiq.Worker(self.broker.dramatiq, worker_threads=n, worker_timeout=200)
             self.worker.queue_prefetch = n

@@ -405,10 +405,11 @@ class Store:
                              .order_by(Submission.seq).limit(limit)).all()
         return [dict(r._mapping) for r in rows]
 
-    def clear_outbox(self) -> None:
-        """Forget every message sent for queued rows (an in-process broker that starts empty holds none)."""
+    def clear_outbox(self, prefix: str) -> None:
+        """Forget the messages whose key starts with ``prefix`` (an in-process broker that starts empty holds
+        none of those it sent in a previous life)."""
         with self.session() as s:
-            s.execute(update(Submission).where(Submission.status == "queued", Submission.enqueued_at.isnot(None))
+            s.execute(update(Submission).where(Submission.status == "queued", Submission.message_id.startswith(prefix))
                       .values(enqueued_at=None, message_id=None))
 
     # -- shared counters ---------------------------------------------------------------------------------
