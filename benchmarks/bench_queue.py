@@ -37,9 +37,14 @@ def pct(values, q):
 SOURCES = [(ROOT / "reference" / "mha_numpy.py").read_text(), (ROOT / "examples" / "mha_wrong_scale.py").read_text()]
 
 
+SLEEP = 0.0
+
+
 def submit(c: httpx.Client, i: int) -> str:
+    prefix = f"import time\ntime.sleep({SLEEP})\n" if SLEEP else ""
     while True:
-        r = c.post("/v1/submissions", json={"exercise": "mha", "source": f"# bench {i} {time.time()}\n" + SOURCES[i % 2],
+        r = c.post("/v1/submissions", json={"exercise": "mha", "source": f"# bench {i} {time.time()}\n" + prefix
+                                            + SOURCES[i % 2],
                                             "candidate": f"bench-{i % 7}"})
         if r.status_code == 202:
             return r.json()["id"]
@@ -57,16 +62,17 @@ def wait_all(c: httpx.Client, ids: list[str], timeout: float) -> dict[str, float
     left = set(ids)
     out = {}
     while left and time.monotonic() < deadline:
-        for sid in list(left):
-            b = c.get(f"/v1/submissions/{sid}").json()
-            if b["status"] in ("done", "infrastructure_error"):
+        items = c.get("/v1/submissions", params={"limit": 200}).json()["items"]
+        for b in items:
+            sid = b["id"]
+            if sid in left and b["status"] in ("done", "infrastructure_error"):
                 if b["status"] != "done":
                     raise RuntimeError(f"{sid}: {b['status']} {b.get('error')}")
                 t0 = dt.datetime.fromisoformat(b["received_at"].rstrip("Z"))
                 t1 = dt.datetime.fromisoformat(b["finished_at"].rstrip("Z"))
                 out[sid] = (t1 - t0).total_seconds()
                 left.discard(sid)
-        time.sleep(0.2)
+        time.sleep(0.3)
     if left:
         raise RuntimeError(f"{len(left)} submissions not graded within {timeout} s")
     return out
@@ -95,7 +101,12 @@ def main() -> int:
     ap.add_argument("--burst", type=int, default=30, help="submissions per throughput phase")
     ap.add_argument("--load", type=float, default=0.6, help="steady rate as a fraction of the 2-worker throughput")
     ap.add_argument("--steady-s", type=float, default=60.0)
+    ap.add_argument("--sleep", type=float, default=0.0,
+                    help="seconds each submission sleeps at import: gradings that wait (a Docker sandbox starting) "
+                         "rather than compute")
     args = ap.parse_args()
+    global SLEEP
+    SLEEP = args.sleep
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     from tests.service.cluster import NetHosts, PostgresCluster, RedisProc, WorkerProc
     from tests.service.support import Server, make_tokens
@@ -114,6 +125,7 @@ def main() -> int:
         server = Server(tmp / "api", env={"GRADER_DATABASE_URL": pg.url(db), "GRADER_BROKER_URL": redis.url(), **env})
         server.start()
         c = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {tokens['bench']}"}, timeout=60)
+        print(f"each submission sleeps {SLEEP:g} s at import; " if SLEEP else "", end="")
         print(f"machine: {os.cpu_count()} cores; workers in {'network namespaces' if net.available else 'loopback'}; "
               f"load before: {open('/proc/loadavg').read().split()[:3]}")
 
