@@ -5,7 +5,6 @@ interactive work goes before CI batches, `grade reconcile`, the workers API and 
 
 from __future__ import annotations
 
-import random
 import subprocess
 import sys
 import threading
@@ -18,25 +17,10 @@ from harness.service.queue.broker import Broker
 from harness.service.queue.engine import reconcile
 from harness.service.server import open_store
 from harness.service.settings import Settings
-from tests.service.cluster import redis_url_or_skip
 from tests.service.support import FreshPostgres, Server, make_tokens, postgres_url_or_skip, submit, wait_done
 from tests.test_service_pool import REPORT, FakeRunner, new
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def redis_url():
-    """A clean Redis database of the test server for this test."""
-    import redis
-
-    base = redis_url_or_skip().rsplit("/", 1)[0]
-    url = f"{base}/{random.randint(1, 63)}"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    yield url
-    client.flushdb()
-    client.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -212,3 +196,17 @@ def test_embedded_mode_shows_its_workers_and_queue_metrics(tmp_path):
         assert denied.status_code == 403
     finally:
         server.stop()
+
+
+def test_the_commands_refuse_what_cannot_work(tmp_path):
+    grade = [sys.executable, "-c", "from harness.cli import main; main()"]
+    envv = {"PATH": "/usr/bin:/bin", "PYTHONWARNINGS": "ignore"}
+    serve = subprocess.run([*grade, "serve", "--data-dir", str(tmp_path / "d"), "--broker", "redis://127.0.0.1:1/0"],
+                           capture_output=True, text=True, timeout=60, env=envv)
+    assert serve.returncode == 2 and "--broker needs a store the workers can reach" in serve.stderr, serve.stderr
+    worker = subprocess.run([*grade, "worker", "--data-dir", str(tmp_path / "d")], capture_output=True, text=True,
+                            timeout=60, env=envv)
+    assert worker.returncode == 2 and "--broker" in worker.stderr, worker.stderr
+    queues = subprocess.run([*grade, "worker", "--broker", "redis://127.0.0.1:1/0", "--queues", "urgent"],
+                            capture_output=True, text=True, timeout=60, env=envv)
+    assert queues.returncode == 2 and "unknown queue urgent" in queues.stderr, queues.stderr
