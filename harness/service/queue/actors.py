@@ -60,10 +60,17 @@ class WorkerContext:
                 if r in self._runners:
                     self._runners.remove(r)
 
-    def grade(self, submission_id: str) -> str | None:
+    MAX_LEASE_WAITS = 20
+
+    def grade(self, submission_id: str, again=None) -> str | None:
+        """Grade it if it is claimable. When another grader holds a live lease on it (a message delivered
+        again while its first grader may still be alive — or may have just died), ``again(delay_ms, waits)``
+        sends the message once more for when that lease ends: the Redis broker's redelivery then completes by
+        itself, without waiting for the reconciler."""
         from dramatiq.middleware import CurrentMessage
 
-        self.broker.release(Broker.key_of(CurrentMessage.get_current_message()))
+        message = CurrentMessage.get_current_message()
+        self.broker.release(Broker.key_of(message))
         with self._lock:
             self.busy += 1
         try:
@@ -79,7 +86,20 @@ class WorkerContext:
         if status is not None:
             with self._lock:
                 self.graded += 1
+        elif again is not None:
+            self._wait_for_lease(submission_id, again, (message.options.get("lease_waits", 0) if message else 0))
         return status
+
+    def _wait_for_lease(self, submission_id: str, again, waits: int) -> None:
+        from harness.service.store.repository import now
+
+        row = self.store.get(submission_id)
+        if row is None or row["status"] != "running" or row["lease_owner"] == self.owner or row["lease_until"] is None:
+            return
+        if waits >= self.MAX_LEASE_WAITS:
+            return      # the reconciler remains the backstop
+        left = (row["lease_until"] - now()).total_seconds()
+        again(int(max(0.0, left) * 1000) + 500, waits + 1)
 
     # -- heartbeat ---------------------------------------------------------------------------------------
     def beat(self) -> None:
@@ -137,10 +157,12 @@ def declare_actors(broker: Broker, context_of) -> dict:
             ctx = context_of()
             if ctx is None:
                 raise RuntimeError("no grading context in this process")
-            ctx.grade(submission_id)
+            ctx.grade(submission_id, again=lambda delay_ms, waits: actor.send_with_options(
+                args=(submission_id,), delay=delay_ms, lease_waits=waits))
 
         grade.__name__ = f"grade_{queue}"
-        return dramatiq.actor(grade, broker=broker.dramatiq, actor_name=f"grade_{queue}", queue_name=queue,
-                              priority=PRIORITY[queue])
+        actor = dramatiq.actor(grade, broker=broker.dramatiq, actor_name=f"grade_{queue}", queue_name=queue,
+                               priority=PRIORITY[queue])
+        return actor
 
     return {q: make(q) for q in QUEUES}
