@@ -113,6 +113,23 @@ def test_a_live_lease_is_not_taken_over(env):
     assert runner.calls == 0 and store.get(sid)["status"] == "running"
 
 
+def test_a_message_for_a_row_another_grader_leases_comes_back_when_the_lease_ends(env):
+    store, settings, broker = env
+    sid = new(store)
+    store.claim(sid, "other-worker", lease_s=3.0)
+    calls = []
+    ctx = WorkerContext(store, settings, broker, owner="w1", kind="worker", concurrency=1,
+                        runner_factory=lambda: FakeRunner())
+    assert ctx.grade(sid, again=lambda delay_ms, waits: calls.append((delay_ms, waits))) is None
+    (delay_ms, waits), = calls
+    assert 2500 <= delay_ms <= 3600 and waits == 1
+    done = new(store, candidate="b")
+    ctx2 = WorkerContext(store, settings, broker, owner="w1", kind="worker", concurrency=1,
+                         runner_factory=lambda: FakeRunner({"kind": "report", "report": REPORT}))
+    assert ctx2.grade(done) == "done"
+    assert ctx2.grade(done, again=lambda *a: calls.append(a)) is None and len(calls) == 1   # finished: dropped
+
+
 def test_interactive_goes_before_ci_batches(env):
     import dramatiq
 
