@@ -166,6 +166,7 @@ def test_workers_on_two_hosts_share_the_work_and_show_on_the_workers_page(cluste
     assert page.status_code in (200, 303)
     text_ = cluster.ivy.get("/metrics").text
     assert "grader_workers_alive 2" in text_ and 'grader_broker_queue_depth{queue="interactive"}' in text_
+    assert 'grader_reports_by_verdict{verdict="passed"} 4' in text_ and 'grader_reports_by_verdict{verdict="failed"} 4' in text_
     if cluster.net.available:   # the workers really are elsewhere: they reached Postgres from their own address
         eng = create_engine(cluster.db_url.replace("postgresql://", "postgresql+psycopg://", 1))
         with eng.connect() as c:

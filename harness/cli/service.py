@@ -37,7 +37,7 @@ def store_options(f):
     return f
 
 
-@click.command("serve")
+@click.command("serve", short_help="Run the grading service (HTTP API, pages, workers).")
 @store_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=int, default=8000, show_default=True)
@@ -78,7 +78,7 @@ def serve_cmd(data_dir, db, host, port, workers, sandbox, broker, log_level):
         _fail(str(exc), EXIT_USAGE)
 
 
-@click.group("tokens")
+@click.group("tokens", short_help="Create, list and revoke the service's access tokens.")
 def tokens_cmd():
     """Create, list and revoke API tokens (stored hashed)."""
 
@@ -165,7 +165,7 @@ def _request(method: str, url: str, token: str | None, body: bytes | None = None
         return exc.code, data
 
 
-@click.command("submit")
+@click.command("submit", short_help="Submit a file to a grading service and wait.")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--exercise", required=True)
 @click.option("--server", required=True, envvar="GRADER_SERVER", help="Base URL, e.g. http://127.0.0.1:8000")
@@ -242,7 +242,7 @@ def submit_cmd(file, exercise, server, token, track, candidate, seed, wait, time
 
 
 # -- grade worker / grade reconcile ------------------------------------------------------------------------
-@click.command("worker")
+@click.command("worker", short_help="Grade from the queue on this host (many hosts).")
 @store_options
 @click.option("--broker", "broker", envvar=BROKER_URL_ENV, metavar="URL", required=True,
               help="The broker, redis://HOST:PORT/DB (env GRADER_BROKER_URL).")
@@ -282,7 +282,7 @@ def worker_cmd(data_dir, db, broker, concurrency, queues, sandbox, grace, log_le
         _fail(str(exc), EXIT_USAGE)
 
 
-@click.command("reconcile")
+@click.command("reconcile", short_help="Re-enqueue what the queue lost (one pass).")
 @store_options
 @click.option("--broker", "broker", envvar=BROKER_URL_ENV, metavar="URL", required=True,
               help="The broker, redis://HOST:PORT/DB (env GRADER_BROKER_URL).")

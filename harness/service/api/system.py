@@ -65,7 +65,11 @@ def metrics(request: Request, who: Principal = Depends(staff)):
                                       sum(w["busy"] for w in workers) if workers else pool.stats().get("busy", 0)),
               "grader_workers_alive": ("Workers whose heartbeat is recent.", len(workers)),
               "grader_worker_threads_alive": ("Grading threads of the live workers.",
-                                              sum(w["concurrency"] for w in workers))}
+                                              sum(w["concurrency"] for w in workers)),
+              "grader_reports_by_verdict": ("Submissions graded, by verdict, over every worker (the store).",
+                                            {(("verdict", v),): n for v, n in store.verdict_counts().items()}),
+              "grader_infrastructure_errors": ("Submissions that ended in infrastructure_error (the store).",
+                                               counts.get("infrastructure_error", 0))}
     broker = getattr(pool, "broker", None)
     bdepths = broker.depths() if broker is not None else None
     if bdepths is not None:

@@ -258,6 +258,13 @@ class Store:
         with self.session() as s:
             return s.scalar(select(func.count()).select_from(Submission).where(Submission.status == "queued"))
 
+    def verdict_counts(self) -> dict:
+        """{verdict: rows} over the finished submissions (every process's gradings)."""
+        with self.session() as s:
+            rows = s.execute(select(Submission.verdict, func.count()).where(Submission.status == "done")
+                             .group_by(Submission.verdict)).all()
+        return {k: v for k, v in rows if k}
+
     def status_counts(self) -> dict:
         with self.session() as s:
             rows = s.execute(select(Submission.status, func.count()).group_by(Submission.status)).all()
