@@ -20,7 +20,7 @@ RUN set -eu; python3 -m venv /opt/venv; \
     /opt/venv/bin/python -m pip install -q $idx -c /src/constraints.txt -r /tmp/requirements.txt; \
     /opt/venv/bin/python -m pip install -q --no-deps --no-build-isolation $idx /src 2>/dev/null \
       || /opt/venv/bin/python -m pip install -q --no-deps $idx /src; \
-    /opt/venv/bin/python -c "import harness.cli, fastapi, sqlalchemy"; \
+    /opt/venv/bin/python -c "import harness.cli, fastapi, sqlalchemy, dramatiq, redis"; \
     rm -rf /src /tmp/requirements.txt
 # GRADER_SANDBOX=docker: inside this container a local process would sit next to the Docker socket.
 ENV PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin \

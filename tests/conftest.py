@@ -51,3 +51,22 @@ def grade_cli(tmp_path):
                               cwd=tmp_path)
 
     return run
+
+
+@pytest.fixture
+def redis_url():
+    """A clean database of the test Redis (GRADER_TEST_REDIS_URL, `bash .ci/redis-setup.sh` prints one) for this
+    test, flushed before and after; skipped with the reason when there is none, never in CI."""
+    import random
+
+    import redis
+
+    from tests.service.cluster import redis_url_or_skip
+
+    base = redis_url_or_skip().rsplit("/", 1)[0]
+    url = f"{base}/{random.randint(1, 63)}"
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    yield url
+    client.flushdb()
+    client.close()

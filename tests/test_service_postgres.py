@@ -105,5 +105,5 @@ def test_servers_starting_together_migrate_one_at_a_time(pg, tmp_path):
     assert errors == []
     eng = create_engine(pg.url.replace("postgresql://", "postgresql+psycopg://", 1))
     with eng.connect() as c:
-        assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
     eng.dispose()

@@ -53,5 +53,6 @@ def main():
 
 
 for command in (run.list_cmd, run.start, run.run, sandbox.sandbox, batch.batch_cmd, report.report_cmd,
-                report.compare_cmd, service.serve_cmd, service.tokens_cmd, service.submit_cmd):
+                report.compare_cmd, service.serve_cmd, service.tokens_cmd, service.submit_cmd,
+                service.worker_cmd, service.reconcile_cmd):
     main.add_command(command)

@@ -14,7 +14,7 @@ import click
 
 from harness.cli.common import style
 from harness.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, EXIT_USAGE
-from harness.service.settings import DATA_DIR_ENV, DATABASE_URL_ENV, Settings
+from harness.service.settings import BROKER_URL_ENV, DATA_DIR_ENV, DATABASE_URL_ENV, Settings
 
 
 def _fail(message: str, code: int):
@@ -40,15 +40,25 @@ def store_options(f):
               help="Grading processes (default 2; env GRADER_WORKERS).")
 @click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default=None, envvar="GRADER_SANDBOX",
               help="Where submissions run (env GRADER_SANDBOX; default auto).")
+@click.option("--broker", "broker", envvar=BROKER_URL_ENV, metavar="URL",
+              help="Grade in `grade worker` processes through this broker (redis://HOST:PORT/DB; env "
+                   "GRADER_BROKER_URL) instead of in-process workers. Needs a shared store (--db postgresql://...).")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
-def serve_cmd(data_dir, db, host, port, workers, sandbox, log_level):
-    """Run the grading service: the HTTP API and pages, a pool of grading workers and the store."""
+def serve_cmd(data_dir, db, host, port, workers, sandbox, broker, log_level):
+    """Run the grading service: the HTTP API and pages, the store, and grading — in-process workers, or
+    `grade worker` processes on other hosts with --broker."""
+    from harness.service.queue.broker import redact
     from harness.service.server import DataDirLocked, serve
 
-    settings = Settings.resolve(data_dir, db, host=host, port=port, workers=workers, sandbox=sandbox)
+    settings = Settings.resolve(data_dir, db, host=host, port=port, workers=workers, sandbox=sandbox,
+                                broker_url=broker)
+    if settings.broker_url and settings.is_sqlite:
+        _fail("--broker needs a store the workers can reach: --db postgresql://... (GRADER_DATABASE_URL)", EXIT_USAGE)
     click.echo(f"grade serve: data directory {settings.data_dir}", err=True)
+    grading_by = (f"grading by `grade worker` processes through {redact(settings.broker_url)}" if settings.broker_url
+                  else f"{settings.workers} grading workers, sandbox {settings.sandbox}")
     click.echo(f"grade serve: store {'SQLite (WAL) ' + str(settings.data_dir / 'grader.db') if settings.is_sqlite else 'Postgres'}"
-               f"; {settings.workers} grading workers, sandbox {settings.sandbox}", err=True)
+               f"; {grading_by}", err=True)
     click.echo(f"grade serve: http://{host}:{port}/  (API docs at /docs)", err=True)
     try:
         from harness.service.server import open_store
@@ -229,3 +239,84 @@ def submit_cmd(file, exercise, server, token, track, candidate, seed, wait, time
     for line in lines[:1] if quiet else lines:
         click.echo(style(line))
     sys.exit(EXIT_PASSED if report["verdict"] == "passed" else EXIT_FAILED)
+
+
+# -- grade worker / grade reconcile ------------------------------------------------------------------------
+@click.command("worker", short_help="Grade from the queue on this host (many hosts).")
+@store_options
+@click.option("--broker", "broker", envvar=BROKER_URL_ENV, metavar="URL", required=True,
+              help="The broker, redis://HOST:PORT/DB (env GRADER_BROKER_URL).")
+@click.option("--concurrency", type=click.IntRange(1, 256), default=None,
+              help="Submissions graded at once (default: the CPU count; env GRADER_WORKERS is not used).")
+@click.option("--queues", default="interactive,bulk,ci", show_default=True,
+              help="Comma-separated queues to take work from (interactive before bulk before ci).")
+@click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default=None, envvar="GRADER_SANDBOX",
+              help="Where submissions run on this host (env GRADER_SANDBOX; default auto).")
+@click.option("--grace", type=float, default=600.0, show_default=True,
+              help="On SIGTERM, seconds to let running gradings finish before leaving.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
+def worker_cmd(data_dir, db, broker, concurrency, queues, sandbox, grace, log_level):
+    """Grade submissions from the broker on this host and write reports to the shared store (one per Docker
+    host; scale with --concurrency, about one per core)."""
+    import logging
+    import os
+
+    from harness.service.queue.broker import QUEUES, redact
+    from harness.service.queue.host import run_worker
+
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    wanted = tuple(q.strip() for q in queues.split(",") if q.strip())
+    unknown = [q for q in wanted if q not in QUEUES]
+    if not wanted or unknown:
+        _fail(f"--queues: unknown queue {', '.join(unknown) or '(none)'}; choose from {', '.join(QUEUES)}", EXIT_USAGE)
+    settings = Settings.resolve(data_dir, db, sandbox=sandbox, broker_url=broker)
+    if settings.is_sqlite:
+        click.echo("grade worker: warning: SQLite store; workers on other hosts need --db postgresql://...", err=True)
+    n = concurrency or max(1, os.cpu_count() or 1)
+    click.echo(f"grade worker: {n} at once from {redact(settings.broker_url)} (queues {','.join(wanted)}), "
+               f"sandbox {settings.sandbox}", err=True)
+    try:
+        sys.exit(run_worker(settings, concurrency=n, queues=wanted, grace_s=grace))
+    except ValueError as exc:
+        _fail(str(exc), EXIT_USAGE)
+
+
+@click.command("reconcile", short_help="Re-enqueue what the queue lost (one pass).")
+@store_options
+@click.option("--broker", "broker", envvar=BROKER_URL_ENV, metavar="URL", required=True,
+              help="The broker, redis://HOST:PORT/DB (env GRADER_BROKER_URL).")
+@click.option("--dry-run", is_flag=True, help="Only report what would be sent.")
+def reconcile_cmd(data_dir, db, broker, dry_run):
+    """Re-enqueue what the broker lost: submissions whose lease expired (their worker died) and queued ones the
+    broker never got or no longer holds (a Redis restart). `grade serve` does this every few seconds; this is
+    the operator's one-shot."""
+    from harness.service.queue.actors import declare_actors
+    from harness.service.queue.broker import Broker
+    from harness.service.queue.engine import reconcile
+    from harness.service.server import open_store
+
+    settings = Settings.resolve(data_dir, db, broker_url=broker)
+    store = open_store(settings)
+    b = Broker(settings.broker_url, settings)
+    actors = declare_actors(b, lambda: None)
+    planned = []
+    send = (lambda sub_id, queue: planned.append((sub_id, queue))) if dry_run else None
+    try:
+        if dry_run:
+            out = {"expired": 0, "sent": 0, "lost": 0}
+            for r in store.outbox(grace_s=settings.outbox_grace_s):
+                held = b.holds(r["queue"], r["message_id"]) if r["enqueued_at"] is not None else False
+                if not held:
+                    planned.append((r["id"], r["queue"]))
+            out["sent"] = len(planned)
+        else:
+            out = reconcile(store, b, actors, settings, send=send)
+    finally:
+        b.close()
+        store.dispose()
+    verb = "would send" if dry_run else "sent"
+    click.echo(f"grade reconcile: {out['expired']} expired leases re-queued, {verb} {out['sent']} messages "
+               f"({out['lost']} lost by the broker)")
+    for sub_id, queue in planned:
+        click.echo(f"  {sub_id} -> {queue}")

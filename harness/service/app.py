@@ -116,6 +116,19 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
         err = ApiError(exc.status_code, code, str(exc.detail))
         return JSONResponse(err.body(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
+    from sqlalchemy.exc import DBAPIError, TimeoutError as PoolTimeout
+
+    async def _store_down(request: Request, exc: Exception):
+        # the store (Postgres restarting, a failover, SQLite locked for too long) is briefly unreachable: the
+        # client tries again later; nothing was half-written (every change is one transaction)
+        log.warning("store unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        app.state.metrics.inc("grader_rejections_total", reason="store_unavailable")
+        err = ApiError(503, "store_unavailable", "the store is unavailable; try again shortly")
+        return JSONResponse(err.body(), status_code=503, headers={"Retry-After": "5"})
+
+    app.add_exception_handler(DBAPIError, _store_down)
+    app.add_exception_handler(PoolTimeout, _store_down)
+
     @app.exception_handler(Exception)
     async def _crash(request: Request, exc: Exception):
         log.exception("unhandled error on %s %s", request.method, request.url.path)

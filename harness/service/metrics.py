@@ -44,10 +44,18 @@ class Metrics:
             h[-2] += seconds
             h[-1] += 1
 
-    def render(self, gauges: dict[str, tuple[str, float]]) -> str:
+    def render(self, gauges: dict[str, tuple], shared_counters: dict[str, tuple[str, float]] | None = None) -> str:
+        """``gauges``: name -> (help, value) or (help, {labels-dict-as-tuple: value}); ``shared_counters``:
+        counters kept in the store (every process's), name -> (help, value)."""
         out = []
         for name, (help_text, value) in gauges.items():
-            out += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {value:g}"]
+            out += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+            if isinstance(value, dict):
+                out += [f"{name}{_labels(dict(labels))} {v:g}" for labels, v in sorted(value.items())]
+            else:
+                out.append(f"{name} {value:g}")
+        for name, (help_text, value) in (shared_counters or {}).items():
+            out += [f"# HELP {name} {help_text}", f"# TYPE {name} counter", f"{name} {value:g}"]
         with self._lock:
             counters = dict(self.counters)
             hist = {k: list(v) for k, v in self.hist.items()}

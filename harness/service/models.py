@@ -48,6 +48,7 @@ class SubmissionOut(BaseModel):
     score: float | None
     max_score: float | None
     error: str | None = None
+    queue: Literal["interactive", "bulk", "ci"] = "interactive"
     links: Links
     report: dict[str, Any] | None = Field(None, description="Present when the report was ready within ?wait=S.")
 
@@ -67,6 +68,9 @@ class SubmissionJSON(BaseModel):
     seed: int | None = Field(None, ge=0, le=2**32 - 1)
     callback_url: str | None = Field(None, max_length=2000)
     filename: str | None = Field(None, max_length=255)
+    queue: Literal["interactive", "bulk", "ci"] | None = Field(
+        None, description="interactive (default; candidates' only choice), bulk (regrades) or ci (CI batches): "
+                          "lower-priority queues for staff")
 
 
 class TrackInfo(BaseModel):

@@ -42,12 +42,12 @@ def open_store(settings: Settings):
 def build(settings: Settings):
     from harness.service.app import create_app
     from harness.service.metrics import Metrics
-    from harness.service.queue import InProcessPool
+    from harness.service.queue.engine import QueueEngine
     from harness.service.webhooks import WebhookSender
 
     store = open_store(settings)
     metrics = Metrics()
-    pool = InProcessPool(store, settings, metrics, embedded=settings.is_sqlite)
+    pool = QueueEngine(store, settings, metrics, embedded=settings.is_sqlite)
     hooks = WebhookSender(store, settings, metrics)
     return create_app(settings, store, pool, metrics=metrics, webhooks=hooks), store
 

@@ -19,8 +19,20 @@ def submission_view(row: dict) -> dict:
             "finished_at": iso(row["finished_at"]), "attempts": row["attempts"], "verdict": row["verdict"],
             "score": row["score"], "max_score": row["max_score"],
             "error": row["error_message"] if row["status"] == "infrastructure_error" else None,
-            "links": links(row["id"])}
+            "queue": row.get("queue") or "interactive", "links": links(row["id"])}
 
 
 def webhook_payload(row: dict) -> dict:
     return {"event": "submission.finished", "submission": submission_view(row)}
+
+
+def worker_view(w: dict, heartbeat_s: float) -> dict:
+    from harness.service.store.repository import now
+
+    age = (now() - w["last_heartbeat"]).total_seconds()
+    return {"id": w["id"], "host": w["host"], "pid": w["pid"], "kind": w["kind"], "queues": w["queues"].split(","),
+            "concurrency": w["concurrency"], "busy": w["busy"], "graded": w["graded"], "version": w["version"],
+            "started_at": iso(w["started_at"]), "last_heartbeat": iso(w["last_heartbeat"]),
+            "heartbeat_age_s": round(age, 1),
+            "alive": w["stopped_at"] is None and age <= 3 * heartbeat_s + 5,
+            "stopped_at": iso(w["stopped_at"])}

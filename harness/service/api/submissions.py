@@ -39,7 +39,8 @@ _MULTIPART_SCHEMA = {
     "type": "object", "required": ["file", "exercise"],
     "properties": {"file": {"type": "string", "format": "binary", "description": "the .py file, UTF-8, <= 1 MB"},
                    "exercise": _EXERCISE, "track": _TRACK, "candidate": {"type": "string", "maxLength": 200},
-                   "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}, "callback_url": _CALLBACK}}
+                   "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}, "callback_url": _CALLBACK,
+                   "queue": {"type": "string", "enum": ["interactive", "bulk", "ci"], "default": "interactive"}}}
 
 
 def _json_schema() -> dict:
@@ -89,7 +90,7 @@ async def _read_fields(request: Request) -> tuple[dict, bytes, str]:
             raise ApiError(422, "invalid", "file: a multipart field 'file' with the Python file is required")
         data = await upload.read()
         fields = {}
-        for key in ("exercise", "track", "candidate", "seed", "callback_url"):
+        for key in ("exercise", "track", "candidate", "seed", "callback_url", "queue"):
             v = form.get(key)
             if v is not None and not isinstance(v, str):
                 raise ApiError(422, "invalid", f"{key}: must be a text field")
@@ -101,7 +102,7 @@ async def _read_fields(request: Request) -> tuple[dict, bytes, str]:
             if not s.isdigit() or int(s) > 2**32 - 1:
                 raise ApiError(422, "invalid", "seed: must be an integer from 0 to 4294967295")
             fields["seed"] = int(s)
-        for key, limit in (("exercise", 64), ("track", 16), ("candidate", 200), ("callback_url", 2000)):
+        for key, limit in (("exercise", 64), ("track", 16), ("candidate", 200), ("callback_url", 2000), ("queue", 16)):
             if fields.get(key) is not None and len(fields[key]) > limit:
                 raise ApiError(422, "invalid", f"{key}: at most {limit} characters")
         fields["track"] = fields.get("track") or "auto"
@@ -119,6 +120,21 @@ def _check_callback(url: str | None, who: Principal) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.netloc or not parts.hostname:
         raise ApiError(422, "invalid_callback_url", "callback_url: must be an absolute http(s) URL")
     return url
+
+
+QUEUE_NAMES = ("interactive", "bulk", "ci")
+
+
+def _queue_for(value: str | None, who: Principal) -> str:
+    """Candidates' submissions are interactive; staff may send bulk work (regrades, CI batches) to the lower
+    priority queues."""
+    if value in (None, ""):
+        return "interactive"
+    if value not in QUEUE_NAMES:
+        raise ApiError(422, "invalid", f"queue: unknown queue {value!r}{grading.did_you_mean(value, QUEUE_NAMES)}")
+    if value != "interactive" and not who.is_staff:
+        raise ApiError(403, "forbidden", "queue: candidate submissions are always interactive")
+    return value
 
 
 def _limits(request: Request, candidate: str | None) -> None:
@@ -153,6 +169,7 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
         request.app.state.metrics.inc("grader_rejections_total", reason="too_large" if status == 413 else "invalid")
         raise ApiError(status, "too_large" if status == 413 else "invalid_source", exc.message) from None
     callback = _check_callback(fields.get("callback_url"), who)
+    queue = _queue_for(fields.get("queue"), who)
     if who.role == "candidate":
         if fields.get("candidate") not in (None, who.candidate):
             raise ApiError(403, "forbidden", "a candidate token submits only for its own candidate")
@@ -163,7 +180,8 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
     filename = (_FILENAME_BAD.sub("_", filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]) or "submission.py")[:200]
     seed = fields.get("seed") if fields.get("seed") is not None else 0   # the CLI's default
     kw = dict(exercise=exercise, track_requested=track, track=resolved, candidate=candidate, filename=filename,
-              seed=seed, callback_url=callback, source=source, token_id=who.token_id, idempotency_key=key)
+              seed=seed, callback_url=callback, source=source, token_id=who.token_id, idempotency_key=key,
+              queue=queue)
     with _intake_lock:  # the limit checks and the insert, one at a time in this process
         if key:
             try:
@@ -196,7 +214,7 @@ async def create_submission(request: Request, wait: float = Query(0, ge=0, le=MA
     row, created = await run_in_threadpool(_intake, request, who, fields, data, filename, key)
     if created:
         request.app.state.metrics.inc("grader_submissions_total", exercise=row["exercise"])
-        request.app.state.pool.enqueue(row["id"])
+        await run_in_threadpool(request.app.state.pool.enqueue, row["id"], row["queue"])
     row = await _wait_for(request, row, wait)
     report = None
     if row["status"] == "done" and wait:
@@ -277,8 +295,8 @@ def regrade(sub_id: str, request: Request, who: Principal = Depends(staff)):
     row = visible_row(request, who, sub_id)
     if row["status"] == "running":
         raise ApiError(409, "running", "this submission is being graded right now", headers={"Retry-After": "5"})
-    row = request.app.state.store.regrade(sub_id)
+    row = request.app.state.store.regrade(sub_id, queue="bulk")
     if row["status"] != "queued":
         raise ApiError(409, "running", "this submission is being graded right now", headers={"Retry-After": "5"})
-    request.app.state.pool.enqueue(sub_id)
+    request.app.state.pool.enqueue(sub_id, "bulk")
     return JSONResponse(_out(row), status_code=202)

@@ -55,8 +55,43 @@ def metrics(request: Request, who: Principal = Depends(staff)):
     """Prometheus text format (interviewer or admin token)."""
     store, pool = request.app.state.store, request.app.state.pool
     counts = store.status_counts()
-    gauges = {"grader_queue_depth": ("Submissions queued.", counts.get("queued", 0)),
+    depths = store.queue_depths()
+    workers = pool.alive_workers() if hasattr(pool, "alive_workers") else []
+    gauges = {"grader_queue_depth": ("Submissions queued (the store).", counts.get("queued", 0)),
+              "grader_queue_depth_by_queue": ("Submissions queued in the store, per queue.",
+                                              {(("queue", q),): n for q, n in depths.items()}),
               "grader_in_flight": ("Submissions being graded.", counts.get("running", 0)),
-              "grader_workers_busy": ("Grading workers of this process busy.", pool.stats().get("busy", 0))}
-    return PlainTextResponse(request.app.state.metrics.render(gauges),
+              "grader_workers_busy": ("Grading threads busy, over every live worker.",
+                                      sum(w["busy"] for w in workers) if workers else pool.stats().get("busy", 0)),
+              "grader_workers_alive": ("Workers whose heartbeat is recent.", len(workers)),
+              "grader_worker_threads_alive": ("Grading threads of the live workers.",
+                                              sum(w["concurrency"] for w in workers)),
+              "grader_reports_by_verdict": ("Submissions graded, by verdict, over every worker (the store).",
+                                            {(("verdict", v),): n for v, n in store.verdict_counts().items()}),
+              "grader_infrastructure_errors": ("Submissions that ended in infrastructure_error (the store).",
+                                               counts.get("infrastructure_error", 0))}
+    broker = getattr(pool, "broker", None)
+    bdepths = broker.depths() if broker is not None else None
+    if bdepths is not None:
+        gauges["grader_broker_queue_depth"] = ("Messages waiting in the broker, per queue.",
+                                               {(("queue", q),): n for q, n in bdepths.items()})
+    shared = store.counters()
+    counters = {"grader_redeliveries_total": ("Messages delivered again: a grader's lease expired, or the broker "
+                                              "lost the message and the reconciler sent it again.",
+                                              shared.get("redeliveries", 0)),
+                "grader_lease_expiries_total": ("Running submissions whose lease expired (their grader died).",
+                                                shared.get("lease_expiries", 0))}
+    return PlainTextResponse(request.app.state.metrics.render(gauges, counters),
                              media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.get("/v1/workers", responses=error_responses(401, 403))
+def workers(request: Request, who: Principal = Depends(staff)):
+    """The grading workers seen in the last day, newest heartbeat first, like Judge0's /workers: host,
+    concurrency, busy threads, graded count, last heartbeat, alive."""
+    from harness.service import views
+
+    pool = request.app.state.pool
+    rows = request.app.state.store.list_workers()
+    return {"workers": [views.worker_view(w, request.app.state.settings.heartbeat_s) for w in rows],
+            "mode": pool.stats().get("mode", "embedded")}

@@ -159,7 +159,7 @@ async def submit_page(request: Request):
     except ApiError as exc:
         return _exercises(request, who, error=exc.message, status=exc.status)
     request.app.state.metrics.inc("grader_submissions_total", exercise=row["exercise"])
-    request.app.state.pool.enqueue(row["id"])
+    await run_in_threadpool(request.app.state.pool.enqueue, row["id"], row["queue"])
     return RedirectResponse(f"/submissions/{row['id']}", status_code=303)
 
 
@@ -204,6 +204,20 @@ def list_page(request: Request, exercise: str = Query("", max_length=64), candid
                    next_query=urlencode({**query, "cursor": str(rows[-1]["seq"])}) if more else "")
 
 
+@router.get("/workers", response_class=HTMLResponse)
+def workers_page(request: Request):
+    who = _who(request)
+    if who is None:
+        return _signin(request)
+    if not who.is_staff:
+        return _forbidden(request, who, "The workers page")
+    s = request.app.state.settings
+    rows = [views.worker_view(w, s.heartbeat_s) for w in request.app.state.store.list_workers()]
+    return _render(request, "workers.html", who=who, workers=rows, stale_s=3 * s.heartbeat_s + 5,
+                   mode=request.app.state.pool.stats().get("mode", "embedded"),
+                   depths=request.app.state.store.queue_depths())
+
+
 @router.post("/submissions/{sub_id}/regrade")
 async def regrade_page(request: Request, sub_id: str):
     who = _who(request)
@@ -220,7 +234,7 @@ async def regrade_page(request: Request, sub_id: str):
         return _render(request, "message.html", 404, who=who, title="Not found", message="No such submission.")
     if row["status"] != "running":
         request.app.state.store.regrade(sub_id)
-        request.app.state.pool.enqueue(sub_id)
+        request.app.state.pool.enqueue(sub_id, "bulk")
     return RedirectResponse(f"/submissions/{sub_id}", status_code=303)
 
 

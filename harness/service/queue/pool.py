@@ -1,37 +1,30 @@
-"""The in-process grading pool: ``workers`` threads, each driving one long-lived grading process
-(queue/worker.py) that grades one submission at a time in its own sandbox.
-
-The store is the queue: a dispatcher thread reads due ``queued`` rows (and is woken at once by
-:meth:`InProcessPool.enqueue`), so rows left queued or running by a process that died are graded at the next
-start, and the in-memory queue is only a cache of ids. :func:`grade_submission` is the unit of work any engine
-(this pool, a Dramatiq actor) calls: claim the row, grade it, write the report — or leave it alone when it is
-not queued.
-"""
+"""The unit of work and what runs it: :func:`grade_submission` ("grade submission <id>", idempotent by id:
+claim the row, grade it, write the report — or leave it alone when it is not claimable), and
+:class:`ProcessRunner`, a long-lived grading process (queue/worker.py) that grades one submission at a time in
+its own sandbox. The Dramatiq actors (queue/actors.py) call it, in `grade worker` processes or inside
+`grade serve`."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
-import queue
 import selectors
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Callable, Protocol
 
 log = logging.getLogger("grader.pool")
-LEASE_S = 60.0          # a running row's lease, renewed every LEASE_S / 4 while its grading goes on
-SWEEP_S = 15.0          # shared store: how often expired leases are looked for
+LEASE_S = 60.0          # default lease of a running row (Settings.lease_s), renewed every lease / 4 while graded
 
 
 class GradingQueue(Protocol):
     """What the API needs from a grading engine."""
 
-    def enqueue(self, submission_id: str) -> None: ...   # best effort: the row is already committed
+    def enqueue(self, submission_id: str, queue: str = "interactive") -> None: ...   # best effort: committed first
     def start(self) -> None: ...
     def stop(self) -> None: ...
     def stats(self) -> dict: ...
@@ -147,16 +140,43 @@ class ProcessRunner:
             self.proc = None
 
 
+def _patiently(write, lease: float):
+    """Run a store write, retrying while the store is unreachable for up to most of the lease (after that
+    the row's lease expires and another grader takes it; the write would be refused anyway)."""
+    from sqlalchemy.exc import DBAPIError
+
+    deadline = time.monotonic() + max(5.0, lease * 0.75)
+    delay = 0.5
+    while True:
+        try:
+            return write()
+        except DBAPIError as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("the store is unavailable (%s); retrying in %.1f s", type(exc).__name__, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
 def grade_submission(store, settings, submission_id: str, runner, *, owner: str, metrics=None,
                      on_done: Callable[[dict], None] | None = None) -> str | None:
     """Grade submission ``submission_id`` if it is queued (else do nothing); returns the status it ends in,
     or None when it was not claimable. Safe to call twice, from anywhere: only one claim wins."""
     from harness.service import views
 
-    row = store.claim(submission_id, owner, LEASE_S)
+    lease = float(getattr(settings, "lease_s", LEASE_S))
+    row = store.claim(submission_id, owner, lease, takeover=True)
     if row is None:
         return None
     attempt = row["attempts"]
+    if row.get("taken_over"):
+        log.warning("submission %s: its lease expired (grader gone); attempt %s takes it over", submission_id, attempt)
+
+    def beat():
+        try:
+            store.renew(submission_id, attempt, lease)
+        except Exception as exc:  # the store is briefly away: the lease has room for a few missed beats
+            log.warning("submission %s: could not renew the lease (%s)", submission_id, type(exc).__name__)
     work = Path(tempfile.mkdtemp(prefix=f"sub-{submission_id}-", dir=settings.data_dir / "work"))
     t0 = time.monotonic()
     try:
@@ -165,7 +185,7 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
         task = {"id": submission_id, "exercise": row["exercise"], "track": row["track_requested"],
                 "sandbox": settings.sandbox, "seed": row["seed"], "path": str(path), "label": row["filename"]}
         answer = runner.run(task, settings.submission_timeout_s,
-                            heartbeat=lambda: store.renew(submission_id, attempt, LEASE_S), every=LEASE_S / 4)
+                            heartbeat=beat, every=lease / 4)
     finally:
         for f in work.iterdir():
             try:
@@ -192,7 +212,7 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
 
             done_row["finished_at"] = now()
             hook = (row["callback_url"], json.dumps(views.webhook_payload(done_row)))
-        final = store.finish(submission_id, attempt, report=report, npz=npz, webhook=hook)
+        final = _patiently(lambda: store.finish(submission_id, attempt, report=report, npz=npz, webhook=hook), lease)
         if final is None:
             log.warning("submission %s: attempt %s lost its claim; report discarded", submission_id, attempt)
             return None
@@ -210,8 +230,8 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
         hook = (row["callback_url"], lambda r: json.dumps(views.webhook_payload(
             {c.key: getattr(r, c.key) for c in r.__table__.columns})))
     max_attempts = 1 if answer.get("kind") == "usage" else settings.max_attempts
-    status = store.fail(submission_id, attempt, message, max_attempts=max_attempts, backoff_s=retry_after,
-                        webhook_url_payload=hook)
+    status = _patiently(lambda: store.fail(submission_id, attempt, message, max_attempts=max_attempts,
+                                           backoff_s=retry_after, webhook_url_payload=hook), lease)
     log.warning("submission %s attempt %s: infrastructure fault (%s) -> %s", submission_id, attempt, message, status)
     if metrics is not None:
         if status == "queued":
@@ -221,105 +241,3 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
     if on_done and status == "infrastructure_error":
         on_done(store.get(submission_id))
     return status
-
-
-class InProcessPool:
-    """The embedded engine: a dispatcher over the store plus ``settings.workers`` grading threads."""
-
-    def __init__(self, store, settings, metrics=None, *, poll_s: float = 1.0, embedded: bool = True,
-                 runner_factory=None):
-        self.store, self.settings, self.metrics = store, settings, metrics
-        self.poll_s = poll_s
-        self.embedded = embedded
-        # stable across restarts of the server on this machine and data dir (which it holds locked): what a
-        # previous life left running can be taken back at once, without waiting for its lease to expire
-        import hashlib
-
-        where = hashlib.sha256(f"{os.uname().nodename}:{settings.data_dir}".encode()).hexdigest()[:12]
-        self.owner = f"{os.uname().nodename[:40]}:{where}"
-        self._q: queue.Queue = queue.Queue()
-        self._pending: set[str] = set()
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._runners: list = []
-        self._busy = 0
-        self._runner_factory = runner_factory or (lambda: ProcessRunner(settings.data_dir))
-        self.started = False
-        self.recovered: list[str] = []
-
-    # -- interface ---------------------------------------------------------------------------------------
-    def enqueue(self, submission_id: str) -> None:
-        self._offer(submission_id)
-        self._wake.set()
-
-    def start(self) -> None:
-        (self.settings.data_dir / "work").mkdir(parents=True, exist_ok=True)
-        self.recovered = self.store.recover(all_running=self.embedded, owner=self.owner)
-        if self.recovered:
-            log.info("recovered %d submissions left running by a previous process", len(self.recovered))
-        for i in range(max(1, self.settings.workers)):
-            runner = self._runner_factory()
-            self._runners.append(runner)
-            t = threading.Thread(target=self._work, args=(runner,), name=f"grader-{i}", daemon=True)
-            t.start()
-            self._threads.append(t)
-        t = threading.Thread(target=self._dispatch, name="grader-dispatch", daemon=True)
-        t.start()
-        self._threads.append(t)
-        self.started = True
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        for _ in self._runners:
-            self._q.put(None)
-        for t in self._threads:
-            t.join(timeout=15)
-        for r in self._runners:
-            r.close()
-
-    def stats(self) -> dict:
-        alive = sum(t.is_alive() for t in self._threads)
-        return {"workers": len(self._runners), "threads_alive": alive, "busy": self._busy,
-                "healthy": self.started and alive == len(self._threads) and not self._stop.is_set()}
-
-    # -- internals ---------------------------------------------------------------------------------------
-    def _offer(self, sub_id: str) -> None:
-        with self._lock:
-            if sub_id in self._pending:
-                return
-            self._pending.add(sub_id)
-        self._q.put(sub_id)
-
-    def _dispatch(self) -> None:
-        last_sweep = 0.0
-        while not self._stop.is_set():
-            try:
-                if not self.embedded and time.monotonic() - last_sweep > SWEEP_S:
-                    self.store.recover(all_running=False)
-                    last_sweep = time.monotonic()
-                for sub_id in self.store.due_ids(limit=200):
-                    self._offer(sub_id)
-            except Exception:  # the store is briefly unavailable: try again next tick
-                log.exception("dispatcher: could not read the queue")
-            self._wake.wait(self.poll_s)
-            self._wake.clear()
-
-    def _work(self, runner) -> None:
-        while not self._stop.is_set():
-            sub_id = self._q.get()
-            if sub_id is None:
-                return
-            with self._lock:
-                self._busy += 1
-            try:
-                grade_submission(self.store, self.settings, sub_id, runner, owner=self.owner, metrics=self.metrics)
-            except Exception:
-                log.exception("submission %s: grading raised", sub_id)
-            finally:
-                with self._lock:
-                    self._busy -= 1
-                    self._pending.discard(sub_id)
-                self._wake.set()  # a retry may be due, the next row may be waiting

@@ -56,11 +56,17 @@ class Submission(Base):
     report_json: Mapped[str | None] = mapped_column(Text, nullable=True)
     error_message: Mapped[str | None] = mapped_column(Text, nullable=True)
     reports_written: Mapped[int] = mapped_column(Integer, default=0)   # audit: must end at exactly 1
+    queue: Mapped[str] = mapped_column(String(16), default="interactive")   # interactive | bulk | ci
+    # the outbox: set when a message for the row's current "queued" state was handed to the broker (NULL:
+    # not yet, or the message is known lost); the reconciler enqueues what is NULL or no longer held
+    enqueued_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+    message_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     __table_args__ = (
         UniqueConstraint("token_id", "idempotency_key", name="uq_submission_idempotency"),
         Index("ix_submissions_status", "status"),
         Index("ix_submissions_candidate", "candidate"),
         Index("ix_submissions_exercise", "exercise"),
+        Index("ix_submissions_status_queue", "status", "queue"),
     )
 
 
@@ -90,3 +96,27 @@ class ServerSecret(Base):
     __tablename__ = "server_secrets"
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(String(200))
+
+
+class WorkerRow(Base):
+    """A grading worker (a `grade worker` process, or the in-process workers of `grade serve`): its heartbeat."""
+    __tablename__ = "workers"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))              # worker | embedded
+    queues: Mapped[str] = mapped_column(String(200))
+    concurrency: Mapped[int] = mapped_column(Integer)
+    busy: Mapped[int] = mapped_column(Integer, default=0)
+    graded: Mapped[int] = mapped_column(Integer, default=0)
+    version: Mapped[str] = mapped_column(String(32))
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    last_heartbeat: Mapped[dt.datetime] = mapped_column(DateTime())
+    stopped_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+
+
+class Counter(Base):
+    """Counters shared by every process on the store (redeliveries, lease expiries), read by /metrics."""
+    __tablename__ = "counters"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger, default=0)

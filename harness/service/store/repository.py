@@ -17,15 +17,16 @@ import secrets
 import threading
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, or_, select, update
+from sqlalchemy import and_, create_engine, event, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
-from harness.service.store.models import Artifact, Base, ServerSecret, Submission, Token, Webhook
+from harness.service.store.models import Artifact, Base, Counter, ServerSecret, Submission, Token, Webhook, WorkerRow
 
 ROLES = ("admin", "interviewer", "candidate")
 IN_FLIGHT = ("queued", "running")
 STATUSES = ("queued", "running", "done", "infrastructure_error")
+QUEUES = ("interactive", "bulk", "ci")   # highest priority first
 
 
 def now() -> dt.datetime:
@@ -174,7 +175,7 @@ class Store:
     # -- submissions: intake -----------------------------------------------------------------------------
     def create_submission(self, *, exercise: str, track_requested: str, track: str, candidate: str | None,
                           filename: str, seed: int, callback_url: str | None, source: str, token_id: int | None,
-                          idempotency_key: str | None) -> tuple[dict, bool]:
+                          idempotency_key: str | None, queue: str = "interactive") -> tuple[dict, bool]:
         """(row, created). With an Idempotency-Key already used by this token: the earlier row, not a new one
         (Conflict when the key names a different submission)."""
         data = source.encode("utf-8")
@@ -187,7 +188,7 @@ class Store:
                          candidate=candidate, filename=filename, seed=seed, callback_url=callback_url,
                          source=source, sha256=sha, size=len(data), token_id=token_id,
                          idempotency_key=idempotency_key, status="queued", attempts=0, received_at=now(),
-                         reports_written=0)
+                         reports_written=0, queue=queue)
         try:
             with self.session() as s:
                 s.add(sub)
@@ -244,9 +245,25 @@ class Store:
         with self.session() as s:
             return [_row(r) for r in s.scalars(q)]
 
+    def queue_depths(self) -> dict:
+        """{queue: queued rows} for every queue."""
+        with self.session() as s:
+            rows = s.execute(select(Submission.queue, func.count()).where(Submission.status == "queued")
+                             .group_by(Submission.queue)).all()
+        out = {q: 0 for q in QUEUES}
+        out.update({k: v for k, v in rows})
+        return out
+
     def queue_depth(self) -> int:
         with self.session() as s:
             return s.scalar(select(func.count()).select_from(Submission).where(Submission.status == "queued"))
+
+    def verdict_counts(self) -> dict:
+        """{verdict: rows} over the finished submissions (every process's gradings)."""
+        with self.session() as s:
+            rows = s.execute(select(Submission.verdict, func.count()).where(Submission.status == "done")
+                             .group_by(Submission.verdict)).all()
+        return {k: v for k, v in rows if k}
 
     def status_counts(self) -> dict:
         with self.session() as s:
@@ -273,19 +290,31 @@ class Store:
                 or_(Submission.not_before.is_(None), Submission.not_before <= now()))
                 .order_by(Submission.seq).limit(limit)))
 
-    def claim(self, sub_id: str, owner: str, lease_s: float) -> dict | None:
-        """queued -> running for this owner; the row (with its new attempt number) or None if not claimable."""
+    def claim(self, sub_id: str, owner: str, lease_s: float, *, takeover: bool = False) -> dict | None:
+        """queued -> running for this owner; the row (with its new attempt number) or None if not claimable.
+        With ``takeover``, a running row whose lease expired (its grader died) is claimable too: the row's
+        ``taken_over`` key is then True and the lease expiry is counted."""
         t = now()
+        claimable = and_(Submission.status == "queued",
+                         or_(Submission.not_before.is_(None), Submission.not_before <= t))
+        expired = and_(Submission.status == "running", Submission.lease_until < t)
         with self.session() as s:
+            before = s.execute(select(Submission.status, Submission.attempts).where(Submission.id == sub_id)).first()
+            if before is None:
+                return None
             res = s.execute(update(Submission).where(
-                Submission.id == sub_id, Submission.status == "queued",
-                or_(Submission.not_before.is_(None), Submission.not_before <= t))
+                Submission.id == sub_id, Submission.attempts == before.attempts,
+                or_(claimable, expired) if takeover else claimable)
                 .values(status="running", attempts=Submission.attempts + 1, started_at=t, lease_owner=owner,
                         lease_until=t + dt.timedelta(seconds=lease_s), not_before=None))
             if res.rowcount != 1:
                 return None
-            row = s.scalar(select(Submission).where(Submission.id == sub_id))
-            return _row(row)
+            row = _row(s.scalar(select(Submission).where(Submission.id == sub_id)))
+            row["taken_over"] = before.status == "running"
+            if row["taken_over"]:
+                self._bump(s, "lease_expiries")
+                self._bump(s, "redeliveries")
+            return row
 
     def renew(self, sub_id: str, attempt: int, lease_s: float) -> bool:
         with self.session() as s:
@@ -329,6 +358,7 @@ class Store:
                 return None
             if attempt < max_attempts:
                 row.status, row.not_before = "queued", t + dt.timedelta(seconds=backoff_s * 2 ** (attempt - 1))
+                row.enqueued_at, row.message_id = None, None     # the reconciler sends it again when due
             else:
                 row.status, row.finished_at = "infrastructure_error", t
                 if webhook_url_payload is not None:
@@ -340,26 +370,105 @@ class Store:
     def recover(self, *, all_running: bool, owner: str | None = None) -> list[str]:
         """running -> queued for rows whose grader is gone: every one (embedded mode, at start: the store has
         one server), or those whose lease expired or that ``owner`` (a previous life of this server, which holds
-        the data-dir lock) left behind (a shared store)."""
+        the data-dir lock) left behind (a shared store). Expired leases are counted (``lease_expiries``)."""
+        t = now()
         with self.session() as s:
             q = select(Submission).where(Submission.status == "running")
             if not all_running:
-                cond = Submission.lease_until < now()
+                cond = Submission.lease_until < t
                 if owner is not None:
                     cond = or_(cond, Submission.lease_owner == owner)
                 q = q.where(cond)
-            rows = list(s.scalars(q))
+            rows = list(s.scalars(q.with_for_update(skip_locked=True) if not self.is_sqlite else q))
+            expired = 0
             for r in rows:
+                expired += r.lease_until is not None and r.lease_until < t
                 r.status, r.lease_owner, r.lease_until = "queued", None, None
+                r.enqueued_at, r.message_id = None, None
+            if expired:
+                self._bump(s, "lease_expiries", expired)
             return [r.id for r in rows]
 
-    def regrade(self, sub_id: str) -> dict | None:
+    # -- the outbox --------------------------------------------------------------------------------------
+    def mark_enqueued(self, sub_id: str, message_id: str | None) -> bool:
+        """The broker holds a message for this queued row."""
+        with self.session() as s:
+            res = s.execute(update(Submission).where(Submission.id == sub_id, Submission.status == "queued")
+                            .values(enqueued_at=now(), message_id=message_id))
+            return res.rowcount == 1
+
+    def outbox(self, *, grace_s: float, limit: int = 500) -> list[dict]:
+        """Queued rows that are due, as {id, queue, message_id, enqueued_at}: those never handed to the broker
+        (after ``grace_s``, in which the API enqueues them itself), and those handed over before (whose
+        message the caller checks is still held)."""
+        t = now()
+        cutoff = t - dt.timedelta(seconds=grace_s)
+        with self.session() as s:
+            rows = s.execute(select(Submission.id, Submission.queue, Submission.message_id, Submission.enqueued_at)
+                             .where(Submission.status == "queued",
+                                    or_(Submission.not_before.is_(None), Submission.not_before <= t),
+                                    or_(Submission.enqueued_at.isnot(None), Submission.not_before.isnot(None),
+                                        Submission.received_at <= cutoff))
+                             .order_by(Submission.seq).limit(limit)).all()
+        return [dict(r._mapping) for r in rows]
+
+    def clear_outbox(self, prefix: str) -> None:
+        """Forget the messages whose key starts with ``prefix`` (an in-process broker that starts empty holds
+        none of those it sent in a previous life)."""
+        with self.session() as s:
+            s.execute(update(Submission).where(Submission.status == "queued", Submission.message_id.startswith(prefix))
+                      .values(enqueued_at=None, message_id=None))
+
+    # -- shared counters ---------------------------------------------------------------------------------
+    def _bump(self, s, name: str, amount: int = 1) -> None:
+        res = s.execute(update(Counter).where(Counter.name == name).values(value=Counter.value + amount))
+        if res.rowcount == 0:
+            try:
+                with s.begin_nested():
+                    s.add(Counter(name=name, value=amount))
+            except IntegrityError:
+                s.execute(update(Counter).where(Counter.name == name).values(value=Counter.value + amount))
+
+    def bump(self, name: str, amount: int = 1) -> None:
+        with self.session() as s:
+            self._bump(s, name, amount)
+
+    def counters(self) -> dict:
+        with self.session() as s:
+            return {c.name: c.value for c in s.scalars(select(Counter))}
+
+    # -- workers -----------------------------------------------------------------------------------------
+    def worker_heartbeat(self, worker_id: str, **fields) -> None:
+        """Insert or refresh a worker's row (host, pid, kind, queues, concurrency, busy, graded, version)."""
+        t = now()
+        with self.session() as s:
+            w = s.get(WorkerRow, worker_id)
+            if w is None:
+                s.add(WorkerRow(id=worker_id, started_at=t, last_heartbeat=t, **fields))
+            else:
+                for k, v in fields.items():
+                    setattr(w, k, v)
+                w.last_heartbeat, w.stopped_at = t, None
+
+    def worker_stopped(self, worker_id: str) -> None:
+        with self.session() as s:
+            s.execute(update(WorkerRow).where(WorkerRow.id == worker_id).values(stopped_at=now(), busy=0))
+
+    def list_workers(self, *, forget_after_s: float = 86400.0) -> list[dict]:
+        """Workers seen in the last ``forget_after_s`` seconds, most recent heartbeat first."""
+        with self.session() as s:
+            return [_row(w) for w in s.scalars(select(WorkerRow).where(
+                WorkerRow.last_heartbeat >= now() - dt.timedelta(seconds=forget_after_s))
+                .order_by(WorkerRow.last_heartbeat.desc()))]
+
+    def regrade(self, sub_id: str, queue: str = "bulk") -> dict | None:
         """Back to queued, whatever its state but running (a running one is already being graded)."""
         with self.session() as s:
             s.execute(update(Submission).where(Submission.id == sub_id, Submission.status != "running")
                             .values(status="queued", attempts=0, not_before=None, verdict=None, score=None,
                                     max_score=None, report_json=None, error_message=None, started_at=None,
-                                    finished_at=None, reports_written=0))
+                                    finished_at=None, reports_written=0, queue=queue, enqueued_at=None,
+                                    message_id=None))
             row = s.scalar(select(Submission).where(Submission.id == sub_id))
             return None if row is None else _row(row)
 
