@@ -25,7 +25,7 @@ trap cleanup EXIT
 # the project as a user has it: the tracked files, plus the wheels and the two folders the README asks for
 git -C "$REPO" ls-files -z | (cd "$REPO" && xargs -0 tar -cf -) | tar -C "$work" -xf -
 wheels="$CACHE/compose-wheels"
-stamp="$wheels/.stamp-$(cat "$REPO/constraints.txt" "$REPO/pyproject.toml" | sha256sum | cut -c1-16)"
+stamp="$wheels/.stamp-$(cat "$REPO/constraints.txt" "$REPO/pyproject.toml" "$REPO/docker/requirements.py" "$REPO/docker/wheels.sh" | sha256sum | cut -c1-16)"
 if [[ ! -e "$stamp" ]]; then
     log "docker/wheels.sh $wheels"
     PYTHON="$PY" bash "$REPO/docker/wheels.sh" "$wheels" >&2
@@ -40,7 +40,11 @@ cd "$work"
 export BASE_IMAGE=attn-grader-base:bookworm
 docker-compose config -q
 log "docker-compose build grade (BASE_IMAGE=$BASE_IMAGE, wheels from .wheels)"
-docker-compose build -q grade >&2
+docker-compose build grade > "$work/build.log" 2>&1 || {
+    log "FAIL: docker-compose build grade; the last lines of its log:"
+    grep -v "^WARNING: Location" "$work/build.log" | tail -n 40 >&2
+    exit 1
+}
 status=0
 docker-compose run --rm -T grade mha /submissions/mha_numpy.py --json /reports/ref.json >&2 || status=$?
 [[ "$status" == 0 ]] || { log "FAIL: the reference exited $status (expected 0)"; exit 1; }
