@@ -288,3 +288,19 @@ def test_top_level_help_does_not_cut_command_descriptions(run):
         assert main.commands[name].short_help in line  # whole, on one line
     sub = run("sandbox", "--help").output
     assert "..." not in sub[sub.index("Commands:"):]
+
+
+def test_a_reader_closing_the_pipe_is_no_grader_error(tmp_path):
+    """`grade ... | head -1`: the rest of the output has nowhere to go; no 'internal grader error', no exit 3."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "from harness.cli import main; main()", "mha", str(EXAMPLE),
+                             "--sandbox", "local"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    code = proc.wait(timeout=300)
+    assert b"FAILED" in first
+    assert "internal grader error" not in err and code in (1, 141), (code, err)

@@ -7,12 +7,17 @@ Exit codes (harness.core.errors): 0 all passed; 1 graded and something failed; 2
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
 
 from harness.cli import batch, report, run, sandbox, service
 from harness.cli.common import fail
 from harness.core.errors import GraderError, InfrastructureError
 from harness.core.process import single_threaded_blas
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader closed the pipe
 
 
 class DefaultGroup(click.Group):
@@ -24,6 +29,10 @@ class DefaultGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # `grade ... | head`: the reader left; end quietly, as other Unix tools do
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(EXIT_BROKEN_PIPE)
         except GraderError as exc:
             fail(exc)
         except Exception as exc:
