@@ -1,4 +1,5 @@
-"""Correct variant (kv_cache, PyTorch): nanoGPT style with repeat_interleave and a causal mask built from absolute positions."""
+"""Correct variant (kv_cache, PyTorch): nanoGPT style with repeat_interleave and a causal mask built from
+absolute positions."""
 
 import math
 
