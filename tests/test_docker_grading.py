@@ -14,7 +14,7 @@ from .helpers import statuses, validate, write
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
-EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa")
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache")
 FAST = {"call_timeout_s": 3.0, "max_restarts": 1}
 
 

@@ -6,7 +6,7 @@ from graders.mutants.build import write_mutant
 from graders.mutants.catalog import CATALOG, applicable
 from harness.grading.engine import grade
 
-EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa")
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache")
 COMBOS = [(ex, tr) for ex in EXERCISES for tr in ("numpy", "torch")]
 TOTALS = {"mutants": 0, "killed": 0, "diagnosed": 0}
 
@@ -16,7 +16,9 @@ def test_bug_vocabulary_is_the_contract():
         "scale_sqrt_d", "no_scale", "split_without_transpose", "merge_without_transpose", "softmax_wrong_axis",
         "missing_output_projection", "transposed_weights", "mask_inverted", "mask_after_softmax",
         "masked_rows_nan", "masked_rows_mean_v", "causal_excludes_diagonal", "no_max_subtraction",
-        "dtype_promoted", "bias_ignored", "gqa_tiled_heads", "cross_kv_from_queries", "input_mutated"]
+        "dtype_promoted", "bias_ignored", "gqa_tiled_heads", "cross_kv_from_queries", "input_mutated",
+        "kv_cache_repeated_heads", "kv_mask_from_zero", "kv_no_causal_mask", "kv_prefix_ignored", "kv_cache_stale",
+        "kv_cache_new_only", "kv_cache_swapped"]
 
 
 @pytest.mark.slow

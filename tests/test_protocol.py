@@ -152,3 +152,108 @@ def test_stderr_flood_is_output_limit(tmp_path):
         session.request({"op": "ping"})
     assert info.value.status == "output_limit"
     session.close()
+
+
+# -- tuple outputs and tuple arguments (kv_cache: (out, (K, V)) back, a (K, V) cache in) ------------------
+def _tree_script(head_fields: str, blobs: str = "[]") -> str:
+    return READY + f"frame(dict({{'kind': 'result', 'output': {{'type': 'builtins.tuple', 'exact_type': False}}}}, " \
+                   f"**{head_fields}), {blobs})\nimport time; time.sleep(5)\n"
+
+
+@pytest.mark.parametrize("fields,needle", [
+    ("{'tree': [0, [1, 2]], 'leaves': [{}, {}]}", "exactly once"),           # index 2 has no leaf
+    ("{'tree': [0, [0, 1]], 'leaves': [{}, {}]}", "exactly once"),           # a leaf used twice
+    ("{'tree': [0, 'K'], 'leaves': [{}]}", "'tree' is malformed"),            # not an index
+    ("{'tree': [[[[0]]]], 'leaves': [{}]}", "'tree' is malformed"),           # nested too deep
+    ("{'tree': [0], 'leaves': 'many'}", "'leaves' is malformed"),
+    ("{'tree': list(range(17)), 'leaves': [{}] * 17}", "'leaves' is malformed"),  # over MAX_LEAVES
+    ("{'leaves': [{}]}", "'tree' is malformed"),                              # leaves without a tree
+])
+def test_forged_output_tree_is_a_malformed_frame(tmp_path, fields, needle):
+    fault = ask(session_for(_tree_script(fields), tmp_path))
+    assert fault.status == "error" and needle in fault.message
+
+
+def test_valid_output_tree_is_cleaned(tmp_path):
+    fields = "{'tree': [0, [1, 2]], 'leaves': [{'type': 'x' * 999, 'exact_type': True, 'evil': 1}, {}, {}]}"
+    session = session_for(_tree_script(fields), tmp_path)
+    head, _ = session.request({"op": "ping"})
+    session.close()
+    assert head["tree"] == [0, [1, 2]]
+    assert head["leaves"][0]["exact_type"] is True and "evil" not in head["leaves"][0]
+    assert len(head["leaves"][0]["type"]) <= 200
+
+
+def _worker(tmp_path, track: str, entry: str, source: str) -> WorkerSession:
+    from harness.sandbox.local import LocalSandbox
+
+    sub = tmp_path / "cand.py"
+    sub.write_text(textwrap.dedent(source))
+    session = WorkerSession(LocalSandbox(), track=track, entry=entry, submission=sub,
+                            limits=Limits(call_timeout_s=30, startup_timeout_s=60))
+    session.start()
+    return session
+
+
+def _call(session, cache, **extra):
+    k, v = np.arange(6.0).reshape(1, 1, 2, 3), -np.arange(6.0).reshape(1, 1, 2, 3)
+    arrays = {"x": np.ones((1, 1, 3)), "cache.0": k, "cache.1": v, wire.GRAD_OUTPUT: np.ones((1, 1, 3))}
+    kwargs = {"cache": {"tuple": [{"array": "cache.0"}, {"array": "cache.1"}]}} if cache else {}
+    head, out = session.request(dict({"op": "call", "args": [{"array": "x"}], "kwargs": kwargs, "tree": True,
+                                      "return_inputs": True}, **extra), arrays)
+    return head, out, k, v
+
+
+def test_numpy_tuple_argument_and_tuple_output_round_trip(tmp_path):
+    session = _worker(tmp_path, "numpy", "f", """
+        import numpy as np
+        def f(x, cache=None):
+            k, v = cache
+            k[0, 0, 0, 0] = 99.0                     # mutates the caller's cache: must be visible to the host
+            return x * 2, (np.concatenate([k, k], 2), v.astype(np.float32))
+    """)
+    try:
+        head, out, k, v = _call(session, cache=True)
+    finally:
+        session.close()
+    assert head["tree"] == [0, [1, 2]] and len(head["leaves"]) == 3
+    assert head["output"]["exact_type"] is False            # the whole is a tuple, not an array
+    assert np.array_equal(out[wire.LEAF + "0"], 2 * np.ones((1, 1, 3)))
+    assert out[wire.LEAF + "1"].shape == (1, 1, 4, 3) and out[wire.LEAF + "2"].dtype == np.float32
+    assert out[wire.INPUT + "cache.0"][0, 0, 0, 0] == 99.0 and np.array_equal(out[wire.INPUT + "cache.1"], v)
+    assert wire.OUT not in out
+
+
+def test_tree_output_that_is_not_a_tuple_has_no_leaves(tmp_path):
+    session = _worker(tmp_path, "numpy", "f", "def f(x, cache=None):\n    return x\n")
+    try:
+        head, out, _, _ = _call(session, cache=False)
+    finally:
+        session.close()
+    assert "tree" not in head and head["output"]["exact_type"] is False
+    assert not [k for k in out if k.startswith(wire.OUT)]
+
+
+def test_torch_tuple_output_sends_tensors_and_gradients_from_the_first(tmp_path):
+    session = _worker(tmp_path, "torch", "M", """
+        import torch
+        class M(torch.nn.Module):
+            def __init__(self, d_model, n_heads, n_kv_heads, bias=True):
+                super().__init__()
+                self.w = torch.nn.Linear(3, 3, bias=bias)
+            def forward(self, x, cache=None):
+                k, v = cache
+                return self.w(x), (torch.cat([k, k], 2), v, "not a tensor")
+    """)
+    try:
+        session.request({"op": "init", "args": [3, 1, 1], "kwargs": {"bias": True}})
+        head, out, _, _ = _call(session, cache=True, op="forward", dtype="float64", state={},
+                                grad_output=wire.GRAD_OUTPUT)
+    except Exception:
+        session.close()
+        raise
+    session.close()
+    assert head["tree"] == [0, [1, 2, 3]]
+    assert [leaf["exact_type"] for leaf in head["leaves"]] == [True, True, True, False]
+    assert out[wire.LEAF + "1"].shape == (1, 1, 4, 3) and wire.LEAF + "3" not in out
+    assert wire.GRAD + wire.PARAM + "w.weight" in out

@@ -102,3 +102,86 @@ def forward(x, wq, wk, wv, wo, h, *, y=None, g=None, mask=None, bq=None, bk=None
     if "dtype_promoted" in bugs:
         return out.astype(np.float64)
     return out.astype(dtype, copy=False)
+
+
+KV_BUG_FLAGS = frozenset({
+    "kv_cache_repeated_heads", "kv_mask_from_zero", "kv_no_causal_mask", "kv_cache_stale", "kv_cache_new_only",
+    "kv_cache_swapped", "kv_prefix_ignored",
+})
+
+
+def kv_step(x, wq, wk, wv, wo, h, g, cache=None, *, bq=None, bk=None, bv=None, bo=None, bugs=frozenset()):
+    """One call of KV-cache attention (exercise kv_cache): x (b, s, d) holds the new tokens, ``cache`` the (K, V)
+    prefix, each (b, g, t0, d_k), or None. New token i sits at position t0 + i and sees keys 0..t0 + i. Returns
+    (out (b, s, d), (K, V) each (b, g, t0 + s, d_k)), all in x's dtype; the input cache is left as it was."""
+    bugs = frozenset(bugs)
+    dtype = x.dtype
+    if "bias_ignored" in bugs:
+        bq = bk = bv = bo = None
+    b, s, d = x.shape
+    d_k, rep = d // h, h // g
+
+    def project(t, w, bias):
+        out = t @ w                                                  # (b, s, d_out)
+        return out if bias is None else out + bias
+
+    def split(t, n):                                                 # (b, s, n*d_k) -> (b, n, s, d_k)
+        if "split_without_transpose" in bugs:
+            return t.reshape(t.shape[0], n, t.shape[1], d_k)
+        return t.reshape(t.shape[0], t.shape[1], n, d_k).transpose(0, 2, 1, 3)
+
+    def expand(t):                                                   # (b, g, t, d_k) -> (b, h, t, d_k)
+        return np.tile(t, (1, rep, 1, 1)) if "gqa_tiled_heads" in bugs else np.repeat(t, rep, axis=1)
+
+    q = split(project(x, wq, bq), h)                                 # (b, h, s, d_k)
+    k_new = split(project(x, wk, bk), g).astype(dtype, copy=False)   # (b, g, s, d_k)
+    v_new = split(project(x, wv, bv), g).astype(dtype, copy=False)   # (b, g, s, d_k)
+    empty = np.zeros((b, g, 0, d_k), dtype)
+    k_old, v_old = (empty, empty) if cache is None else cache        # (b, g, t0, d_k) (h heads: its own mutant)
+    t0 = k_old.shape[2]
+    k_all = np.concatenate([k_old, k_new], axis=2)                   # (b, g, t, d_k)
+    v_all = np.concatenate([v_old, v_new], axis=2)                   # (b, g, t, d_k)
+    if k_old.shape[1] == g:
+        kh, vh = expand(k_all), expand(v_all)                        # (b, h, t, d_k)
+    else:                                                            # a cache that already holds h heads
+        kh = np.concatenate([k_old, expand(k_new)], axis=2)
+        vh = np.concatenate([v_old, expand(v_new)], axis=2)
+    if "kv_prefix_ignored" in bugs:
+        kh, vh, t0 = kh[:, :, t0:], vh[:, :, t0:], 0
+    t = kh.shape[2]
+    if "no_scale" in bugs:
+        scale = 1.0
+    elif "scale_sqrt_d" in bugs:
+        scale = float(np.sqrt(d))
+    else:
+        scale = float(np.sqrt(d_k))
+    scores = (q @ kh.swapaxes(-1, -2)) / np.asarray(scale, dtype=dtype)  # (b, h, s, t)
+    anchor = 0 if "kv_mask_from_zero" in bugs else t0
+    m = np.arange(t)[None, :] > anchor + np.arange(s)[:, None]       # (s, t) True = a future key
+    if "kv_no_causal_mask" in bugs:
+        m = np.zeros((s, t), dtype=bool)
+    m = np.broadcast_to(m, scores.shape)                             # (b, h, s, t)
+    axis = -2 if "softmax_wrong_axis" in bugs else -1
+    with np.errstate(all="ignore"):
+        full = m.all(axis=axis, keepdims=True)
+        p = softmax(np.where(m & ~full, -np.inf, np.where(full, 0, scores)), axis, "no_max_subtraction" not in bugs)
+        p = np.where(m, 0, p).astype(dtype, copy=False)              # (b, h, s, t)
+        ctx = p @ vh                                                 # (b, h, s, d_k)
+    if "merge_without_transpose" in bugs:
+        ctx = ctx.reshape(b, s, d)
+    else:
+        ctx = ctx.transpose(0, 2, 1, 3).reshape(b, s, d)            # (b, s, d)
+    out = ctx if "missing_output_projection" in bugs else project(ctx, wo, bo)  # (b, s, d)
+    out = out.astype(np.float64 if "dtype_promoted" in bugs else dtype, copy=False)
+    new_cache = (k_all, v_all)                                       # (b, g, t, d_k) each
+    if "kv_cache_repeated_heads" in bugs:
+        new_cache = (kh, vh)                                         # (b, h, t, d_k): h/g times too large
+    elif "kv_cache_stale" in bugs:
+        new_cache = (k_new, v_new) if cache is None else cache
+    elif "kv_cache_new_only" in bugs:
+        new_cache = (k_new, v_new)
+    elif "kv_cache_swapped" in bugs:
+        new_cache = (v_all, k_all)
+    if "input_mutated" in bugs and cache is not None and k_old.flags.writeable:
+        np.multiply(k_old, np.asarray(1 / scale, dtype=k_old.dtype), out=k_old)  # the bug: pre-scales the caller's K
+    return out, tuple(np.array(c, dtype=dtype) for c in new_cache)

@@ -16,6 +16,8 @@ NUMPY_ENTRIES = {
                         "    return forward(X, Wq, Wk, Wv, Wo, h, y=Y, mask=mask, bugs=BUGS)\n"),
     "gqa": ("def gqa(X, Wq, Wk, Wv, Wo, h, g, mask=None):\n"
             "    return forward(X, Wq, Wk, Wv, Wo, h, g=g, mask=mask, bugs=BUGS)\n"),
+    "kv_cache": ("def kv_attention(X, Wq, Wk, Wv, Wo, h, g, cache=None):\n"
+                 "    return kv_step(X, Wq, Wk, Wv, Wo, h, g, cache, bugs=BUGS)\n"),
 }
 
 

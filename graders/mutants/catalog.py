@@ -68,6 +68,32 @@ CATALOG: tuple[Bug, ...] = (
         detector="mutation"),
 )
 
+# kv_cache (issue 15): the generic mistakes a decoding call can make, then the cache's own.
+KV_GENERIC = ("scale_sqrt_d", "no_scale", "split_without_transpose", "merge_without_transpose", "softmax_wrong_axis",
+              "missing_output_projection", "no_max_subtraction", "dtype_promoted", "bias_ignored", "gqa_tiled_heads",
+              "input_mutated")
+KV = ("kv_cache",)
+KV_BUGS = (
+    Bug("kv_cache_repeated_heads", "the cache stores the h repeated query heads instead of the g key/value groups",
+        "cache K and V as computed, (b, g, t, d_k); repeat them for the query heads only inside the attention",
+        exercises=KV),
+    Bug("kv_mask_from_zero", "your output matches a causal mask anchored at position 0 instead of after the prefix",
+        "new token i sits at position t0 + i: it may see keys 0..t0 + i, e.g. triu(ones(s, t), k=t0 + 1)",
+        exercises=KV),
+    Bug("kv_no_causal_mask", "your output matches new tokens attending to every new token, later ones included",
+        "several new tokens in one call (a prefill) still need a causal mask among themselves", exercises=KV),
+    Bug("kv_prefix_ignored", "your output matches new tokens attending only among themselves: the cache is unused",
+        "concatenate the cached K and V before the new tokens' and attend over all of them", exercises=KV),
+    Bug("kv_cache_stale", "the returned cache is the old one: the new tokens' keys and values were never added",
+        "return the concatenation of the old cache and the new K, V (prefix first)", exercises=KV),
+    Bug("kv_cache_new_only", "the returned cache holds only the new tokens' keys and values, not the prefix",
+        "return the concatenation of the old cache and the new K, V (prefix first)", exercises=KV),
+    Bug("kv_cache_swapped", "the returned cache has keys and values swapped: (V, K) instead of (K, V)",
+        "return (K, V) in that order, the keys first", exercises=KV),
+)
+CATALOG = tuple(dataclasses.replace(b, exercises=b.exercises + KV) if b.id in KV_GENERIC else b
+                for b in CATALOG) + KV_BUGS
+
 BUGS = {b.id: b for b in CATALOG}
 
 

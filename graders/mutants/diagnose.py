@@ -32,6 +32,21 @@ def _mutant_output(case, bugs):
         return None
 
 
+def _kv_mutant_output(obs, bugs):
+    """kv_cache: the mutant's call on exactly the new tokens and cache the candidate got, flattened as recorded."""
+    from ..common.kv import flatten
+
+    c = obs.case.astype(np.float64)
+    cache = None if c.cache is None else tuple(np.array(a) for a in c.cache)
+    try:
+        with np.errstate(all="ignore"):
+            out, new = oracle.kv_step(c.x, c.wq, c.wk, c.wv, c.wo, c.h, c.g, cache, bq=c.bq, bk=c.bk, bv=c.bv,
+                                      bo=c.bo, bugs=bugs - {"dtype_promoted", "input_mutated"})
+    except (ValueError, IndexError):
+        return None
+    return flatten(out, new if obs.info.get("parts") == "out+cache" else None)
+
+
 def _matches(out, expected, dtype) -> tuple[bool, float]:
     if expected is None or out.shape != expected.shape:
         return False, float("inf")
@@ -49,7 +64,8 @@ def _matches(out, expected, dtype) -> tuple[bool, float]:
 def _explains(bugs: frozenset, observations, failed_tests: set) -> dict | None:
     worst, tests, wrong = 0.0, set(), 0
     for obs in observations:
-        ok, dev = _matches(obs.out, _mutant_output(obs.case, bugs), obs.case.x.dtype)
+        expected = _kv_mutant_output(obs, bugs) if obs.info.get("kv") else _mutant_output(obs.case, bugs)
+        ok, dev = _matches(obs.out, expected, obs.case.x.dtype)
         if not ok:
             return None
         worst = max(worst, dev)

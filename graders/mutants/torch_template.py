@@ -118,3 +118,77 @@ class GroupedQueryAttention(_Attention):
 
     def forward(self, x, mask=None):
         return self._attend(x, x, mask)
+
+
+class KVCacheAttention(_Attention):
+    """kv_cache: causal GQA over the new tokens plus a cached (K, V) prefix; returns (out, (K, V))."""
+
+    def __init__(self, d_model, n_heads, n_kv_heads, bias=True):
+        super().__init__(d_model, n_heads, n_kv_heads, bias=bias)
+
+    def _expand(self, t):                                             # (B, g, T, hs) -> (B, h, T, hs)
+        r = self.h // self.g
+        return t.repeat(1, r, 1, 1) if "gqa_tiled_heads" in BUGS else t.repeat_interleave(r, dim=1)
+
+    def forward(self, x, cache=None):
+        B, T, C = x.shape
+        q = self._split(self._proj(self.w_q, x), self.h)             # (B, h, T, hs)
+        k_new = self._split(self._proj(self.w_k, x), self.g)         # (B, g, T, hs)
+        v_new = self._split(self._proj(self.w_v, x), self.g)         # (B, g, T, hs)
+        if cache is None:
+            empty = x.new_zeros(B, self.g, 0, self.d_k)
+            k_old, v_old = empty, empty
+        else:
+            k_old, v_old = cache                                      # (B, g, T0, hs)
+        t0 = k_old.shape[2]
+        k_all = torch.cat([k_old, k_new], dim=2)                      # (B, g, Tk, hs)
+        v_all = torch.cat([v_old, v_new], dim=2)
+        if k_old.shape[1] == self.g:
+            kh, vh = self._expand(k_all), self._expand(v_all)         # (B, h, Tk, hs)
+        else:                                                         # its own cache of h repeated heads
+            kh = torch.cat([k_old, self._expand(k_new)], dim=2)
+            vh = torch.cat([v_old, self._expand(v_new)], dim=2)
+        if "kv_prefix_ignored" in BUGS:
+            kh, vh, t0 = kh[:, :, t0:], vh[:, :, t0:], 0
+        Tk = kh.shape[2]
+        if "no_scale" in BUGS:
+            scale = 1.0
+        elif "scale_sqrt_d" in BUGS:
+            scale = math.sqrt(C)
+        else:
+            scale = math.sqrt(self.d_k)
+        scores = q @ kh.transpose(-2, -1) / scale                     # (B, h, T, Tk)
+        anchor = 0 if "kv_mask_from_zero" in BUGS else t0
+        m = torch.arange(Tk)[None, :] > anchor + torch.arange(T)[:, None]   # (T, Tk) future keys
+        if "kv_no_causal_mask" in BUGS:
+            m = torch.zeros(T, Tk, dtype=torch.bool)
+        m = m.expand_as(scores)
+        axis = -2 if "softmax_wrong_axis" in BUGS else -1
+        full = m.all(dim=axis, keepdim=True)
+        s = scores.masked_fill(m & ~full, float("-inf")).masked_fill(full, 0.0)
+        if "no_max_subtraction" in BUGS:
+            e = torch.exp(s)
+            p = e / e.sum(dim=axis, keepdim=True)
+        else:
+            p = torch.softmax(s, dim=axis)
+        ctx = p.masked_fill(m, 0.0) @ vh                              # (B, h, T, hs)
+        if "merge_without_transpose" in BUGS:
+            ctx = ctx.reshape(B, T, C)
+        else:
+            ctx = ctx.transpose(1, 2).reshape(B, T, C)                # (B, T, C)
+        out = ctx if "missing_output_projection" in BUGS else self._proj(self.w_o, ctx)
+        if "dtype_promoted" in BUGS:
+            out = out.double()
+        new = (k_all, v_all)
+        if "kv_cache_repeated_heads" in BUGS:
+            new = (kh, vh)
+        elif "kv_cache_stale" in BUGS:
+            new = (k_new, v_new) if cache is None else cache
+        elif "kv_cache_new_only" in BUGS:
+            new = (k_new, v_new)
+        elif "kv_cache_swapped" in BUGS:
+            new = (v_all, k_all)
+        if "input_mutated" in BUGS and cache is not None:
+            with torch.no_grad():
+                k_old.mul_(1.0 / scale)                               # the bug: pre-scales the caller's K
+        return out, tuple(t.detach().clone() if t is k_old or t is v_old else t for t in new)

@@ -24,6 +24,7 @@ class Case:
     bk: np.ndarray | None = None
     bv: np.ndarray | None = None
     bo: np.ndarray | None = None
+    cache: tuple | None = None         # kv_cache: the (K, V) prefix, each (b, g, t, d_k); x holds only new tokens
 
     @property
     def d(self) -> int:
@@ -37,13 +38,17 @@ class Case:
         """Inputs and weights in one dtype (masks stay bool)."""
         changes = {name: getattr(self, name).astype(dtype) for name in ARRAY_FIELDS
                    if name != "mask" and getattr(self, name) is not None}
+        if self.cache is not None:
+            changes["cache"] = tuple(a.astype(dtype) for a in self.cache)
         return dataclasses.replace(self, **changes)
 
     def replace(self, **changes) -> "Case":
         return dataclasses.replace(self, **changes)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {n: getattr(self, n) for n in ARRAY_FIELDS if getattr(self, n) is not None}
+        found = {n: getattr(self, n) for n in ARRAY_FIELDS if getattr(self, n) is not None}
+        found.update({f"cache.{i}": a for i, a in enumerate(self.cache or ())})  # named as the candidate sends them
+        return found
 
     def describe(self) -> dict:
         b, s_q, d = self.x.shape
@@ -54,6 +59,8 @@ class Case:
             info["s_k"] = self.y.shape[1]
         if self.mask is not None:
             info["mask_shape"] = list(self.mask.shape)
+        if self.cache is not None:
+            info["prefix"] = int(self.cache[0].shape[2])
         return info
 
 

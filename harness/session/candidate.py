@@ -18,7 +18,7 @@ from harness.core.exercises import Exercise
 from harness.worker import wire
 
 ARG_FIELDS = {"X": "x", "x": "x", "Y": "y", "context": "y", "Wq": "wq", "Wk": "wk", "Wv": "wv", "Wo": "wo",
-              "mask": "mask"}
+              "mask": "mask", "cache": "cache"}
 INT_FIELDS = {"h": "h", "n_heads": "h", "g": "g", "n_kv_heads": "g"}
 WEIGHTS = (("q", "wq", "bq"), ("k", "wk", "bk"), ("v", "wv", "bv"), ("o", "wo", "bo"))
 
@@ -38,6 +38,8 @@ class Result:
     grads: dict                        # case-space names: x, y, wq, ..., bo
     inputs_after: dict                 # case-space names -> the arrays as the candidate left them
     flops: int | None = None
+    tree: object = None                # a tuple output: nested lists of leaf indices (requests with "tree")
+    leaves: list = dataclasses.field(default_factory=list)  # [(info, array or None)] per leaf of the tree
 
 
 @dataclasses.dataclass
@@ -150,6 +152,10 @@ class Candidate:
         value = getattr(case, field)
         if value is None:
             return {"none": True}
+        if isinstance(value, tuple):  # a tuple of arrays (a KV cache): sent as field.0, field.1, ...
+            for i, item in enumerate(value):
+                arrays[f"{field}.{i}"] = item
+            return {"tuple": [{"array": f"{field}.{i}"} for i in range(len(value))]}
         arrays[field] = value
         spec = {"array": field}
         if field != "mask" and layout != "C":
@@ -162,10 +168,20 @@ class Candidate:
         args = [self._spec(n, case, arrays, layout) for n in self.spec["args"]]
         kwargs = {n: self._spec(n, case, arrays, layout) for n in self.spec.get("kwargs", [])
                   if getattr(case, ARG_FIELDS.get(n, INT_FIELDS.get(n, "")), None) is not None}
-        head, out = self.session.request(
-            {"op": "call", "args": args, "kwargs": kwargs, "return_inputs": return_inputs}, arrays)
+        req = {"op": "call", "args": args, "kwargs": kwargs, "return_inputs": return_inputs}
+        if self.spec.get("returns"):
+            req["tree"] = True
+        head, out = self.session.request(req, arrays)
         inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
-        return Result(out.get(wire.OUT), head.get("output", {}), {}, inputs)
+        return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), {}, inputs), head, out)
+
+    @staticmethod
+    def _with_tree(result: Result, head: dict, out: dict) -> Result:
+        """A tuple output's structure and leaves (the header was validated by the channel)."""
+        if "tree" in head:
+            result.tree = head["tree"]
+            result.leaves = [(info, out.get(wire.LEAF + str(i))) for i, info in enumerate(head.get("leaves", []))]
+        return result
 
     def _run_torch(self, case, layout, mode, grad_output, return_inputs, flops) -> Result:
         lay = self.build(d=case.d, h=case.h, g=case.g, bias=case.has_bias)
@@ -182,11 +198,14 @@ class Candidate:
             arrays[wire.WEIGHT + field] = np.ascontiguousarray(values[field])
             state[pname] = wire.WEIGHT + field
         grad = grad_output is not None
-        args = [self._spec(n, case, arrays, layout, requires_grad=grad and n != "mask") for n in self.spec["forward"]]
+        args = [self._spec(n, case, arrays, layout, requires_grad=grad and n not in ("mask", "cache"))
+                for n in self.spec["forward"]]
         kwargs = {n: self._spec(n, case, arrays, layout) for n in self.spec.get("forward_kwargs", [])
                   if getattr(case, ARG_FIELDS[n], None) is not None}
         req = {"op": "forward", "state": state, "dtype": dtype, "mode": mode, "args": args, "kwargs": kwargs,
                "return_inputs": return_inputs, "flops": flops}
+        if self.spec.get("returns"):
+            req["tree"] = True
         if grad:
             arrays[wire.GRAD_OUTPUT] = grad_output
             req["grad_output"] = wire.GRAD_OUTPUT
@@ -211,4 +230,5 @@ class Candidate:
                 grads[key[len(wire.GRAD):]] = value
             elif key.startswith(wire.INPUT):
                 inputs[key[len(wire.INPUT):]] = value
-        return Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, head.get("flops"))
+        return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, head.get("flops")),
+                               head, out)

@@ -54,6 +54,42 @@ class _StderrPump(threading.Thread):
 _OUTPUT_FIELDS = {"type": str, "exact_type": bool, "dtype": str, "requires_grad": bool, "unsendable_dtype": str}
 
 
+def _clean_output_info(info: dict) -> dict:
+    clean = {k: info[k] for k, kind in _OUTPUT_FIELDS.items() if isinstance(info.get(k), kind)}
+    for key in ("type", "dtype", "unsendable_dtype"):
+        if key in clean:
+            clean[key] = clean_text(clean[key], 200)
+    big = info.get("too_large")
+    if isinstance(big, list) and all(type(n) is int for n in big):
+        clean["too_large"] = big[:16]
+    return clean
+
+
+def _checked_tree(head: dict) -> None:
+    """A tuple output's ``tree`` (nested lists of leaf indices) and ``leaves`` (one output description each):
+    every index in range, each used once, bounded nesting; anything else is a malformed frame."""
+    from harness.worker.wire import MAX_LEAVES, MAX_TREE_DEPTH, WireError
+
+    leaves = head.get("leaves")
+    if not (isinstance(leaves, list) and len(leaves) <= MAX_LEAVES and all(isinstance(x, dict) for x in leaves)):
+        raise WireError("frame header field 'leaves' is malformed")
+    seen: list[int] = []
+
+    def walk(node: object, depth: int) -> None:
+        if type(node) is int:
+            seen.append(node)
+        elif isinstance(node, list) and depth < MAX_TREE_DEPTH and len(node) <= MAX_LEAVES + 1:
+            for item in node:
+                walk(item, depth + 1)
+        else:
+            raise WireError("frame header field 'tree' is malformed")
+
+    walk(head.get("tree"), 0)
+    if sorted(seen) != list(range(len(leaves))):
+        raise WireError("frame header field 'tree' does not index its leaves exactly once")
+    head["leaves"] = [_clean_output_info(x) for x in leaves]
+
+
 def _checked_header(head: dict) -> dict:
     """Type-check the fields the host reads from a frame header. The worker is the candidate's process, so a
     header may be forged: a field of the wrong type is a malformed frame (the candidate's failure), never an
@@ -66,14 +102,9 @@ def _checked_header(head: dict) -> dict:
         info = head["output"]
         if not isinstance(info, dict):
             raise WireError("frame header field 'output' is not an object")
-        clean = {k: info[k] for k, kind in _OUTPUT_FIELDS.items() if isinstance(info.get(k), kind)}
-        for key in ("type", "dtype", "unsendable_dtype"):
-            if key in clean:
-                clean[key] = clean_text(clean[key], 200)
-        big = info.get("too_large")
-        if isinstance(big, list) and all(type(n) is int for n in big):
-            clean["too_large"] = big[:16]
-        head["output"] = clean
+        head["output"] = _clean_output_info(info)
+    if "tree" in head or "leaves" in head:
+        _checked_tree(head)
     for key in ("params", "buffers"):
         if key in head:
             items = head[key]

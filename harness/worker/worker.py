@@ -216,6 +216,8 @@ class Worker:
             return bool(spec["bool"])
         if spec.get("none"):
             return None
+        if "tuple" in spec:  # e.g. a KV cache (K, V): a tuple of arrays (tensors on the torch track)
+            return tuple(self._value(s, arrays) for s in spec["tuple"][:wire.MAX_LEAVES])
         arr = arrays[spec["array"]]
         layout = spec.get("layout", "C")
         if layout == "F":
@@ -266,6 +268,43 @@ class Worker:
             return info, None
         return info, arr
 
+    def _describe_tree(self, out: object) -> tuple[dict, dict, list]:
+        """A tuple output (e.g. ``(out, (K, V))``): the nesting as lists of leaf indices, each leaf described like
+        a single output and its array sent as LEAF + index. The host decides whether the structure is right."""
+        leaves: list = []
+
+        def walk(node: object, depth: int) -> object:
+            if isinstance(node, (tuple, list)) and depth < wire.MAX_TREE_DEPTH:
+                items = list(node)[:wire.MAX_LEAVES + 1]
+                return [walk(item, depth + 1) for item in items]
+            if len(leaves) >= wire.MAX_LEAVES:
+                raise ValueError(f"the output holds more than {wire.MAX_LEAVES} values")
+            leaves.append(node)
+            return len(leaves) - 1
+
+        kind = type(out)
+        whole = {"type": f"{kind.__module__}.{kind.__qualname__}"[:200], "exact_type": False}
+        if not isinstance(out, (tuple, list)):
+            return {"output": whole}, {}, []
+        tree = walk(out, 0)
+        infos, send = [], {}
+        for i, leaf in enumerate(leaves):
+            info, arr = self._describe_output(leaf)
+            infos.append(info)
+            if arr is not None:
+                send[wire.LEAF + str(i)] = arr
+        return {"output": whole, "tree": tree, "leaves": infos}, send, leaves
+
+    def _inputs_after(self, send: dict, spec: object, value: object, kind: type) -> None:
+        """The arguments as the candidate left them (for the mutation check), tuples of arrays included."""
+        if not isinstance(spec, dict):
+            return
+        if "array" in spec and isinstance(value, kind):
+            send[wire.INPUT + spec["array"]] = self._to_numpy(value, self.torch).copy()
+        elif "tuple" in spec and isinstance(value, tuple):
+            for sub, item in zip(spec["tuple"], value):
+                self._inputs_after(send, sub, item, kind)
+
     # -- requests ---------------------------------------------------------------------------------
     def handle(self, req: dict, arrays: dict) -> tuple[dict, dict]:
         op = req.get("op")
@@ -289,17 +328,17 @@ class Worker:
             return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised during the call"}, {}
         except BaseException as exc:
             return _error(exc, self.path, "call"), {}
-        info, arr = self._describe_output(out)
-        send = {} if arr is None else {wire.OUT: arr}
+        if req.get("tree"):
+            head, send, _ = self._describe_tree(out)
+        else:
+            info, arr = self._describe_output(out)
+            head, send = {"output": info}, ({} if arr is None else {wire.OUT: arr})
         if req.get("return_inputs"):
-            for i, (spec, value) in enumerate(zip(req.get("args", []), args)):
-                if "array" in spec and isinstance(value, np.ndarray):
-                    send[wire.INPUT + spec['array']] = np.array(value)
+            for spec, value in zip(req.get("args", []), args):
+                self._inputs_after(send, spec, value, np.ndarray)
             for k, value in kwargs.items():
-                spec = req["kwargs"][k]
-                if "array" in spec and isinstance(value, np.ndarray):
-                    send[wire.INPUT + spec['array']] = np.array(value)
-        return {"kind": wire.RESULT, "output": info}, send
+                self._inputs_after(send, req["kwargs"][k], value, np.ndarray)
+        return dict({"kind": wire.RESULT}, **head), send
 
     def op_init(self, req: dict) -> tuple[dict, dict]:
         torch = self.torch
@@ -347,9 +386,16 @@ class Worker:
                     module(*args, **kwargs)
                 extra["flops"] = int(counter.get_total_flops())
             out = module(*args, **kwargs)
-            info, arr = self._describe_output(out)
-            if arr is not None:
-                send[wire.OUT] = arr
+            if req.get("tree"):  # a tuple output: the upstream gradient applies to its first value
+                tree_head, send, leaves = self._describe_tree(out)
+                extra.update(tree_head)
+                info = extra.pop("output")
+                out = leaves[0] if leaves else None
+                arr = send.get(wire.LEAF + "0")
+            else:
+                info, arr = self._describe_output(out)
+                if arr is not None:
+                    send[wire.OUT] = arr
             grad_name = req.get("grad_output")
             if grad_name and arr is not None:
                 # sum(out * G) has gradient G wrt out; unlike out.backward(G) it does not import sympy (~0.5 s)
@@ -367,12 +413,9 @@ class Worker:
             return _error(exc, self.path, "forward"), {}
         if req.get("return_inputs"):
             for spec, value in zip(req.get("args", []), args):
-                if "array" in spec and isinstance(value, torch.Tensor):
-                    send[wire.INPUT + spec['array']] = self._to_numpy(value, torch).copy()
+                self._inputs_after(send, spec, value, torch.Tensor)
             for k, value in kwargs.items():
-                spec = req["kwargs"][k]
-                if "array" in spec and isinstance(value, torch.Tensor):
-                    send[wire.INPUT + spec['array']] = self._to_numpy(value, torch).copy()
+                self._inputs_after(send, req["kwargs"][k], value, torch.Tensor)
             for name, p in module.named_parameters():
                 send[wire.INPUT + wire.PARAM + name] = self._to_numpy(p, torch).copy()
         return dict({"kind": wire.RESULT, "output": info}, **extra), send

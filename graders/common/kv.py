@@ -1,0 +1,196 @@
+"""Building blocks of the kv_cache suite: one decoding call's reference, the (out, (K, V)) output check, chained
+chunks, and the analytic gradients of one call with the prefix cache held constant (host-side only).
+
+A kv_cache case is an ordinary :class:`Case` whose ``x`` holds the new tokens and whose ``cache`` holds the (K, V)
+prefix (None for prefill). Every call the suite makes is recorded with its cache input, so the diagnosis can replay
+a mutant on exactly what the candidate received.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from harness.core.case import Case, random_case
+from harness.core.checks import CheckFailure, assert_close, check_output, tolerance_for
+
+from . import oracle
+from .gradients import _softmax_masked
+from .suite import compare_grads
+
+PAIR = "a pair (out, (K, V))"
+
+
+def make_case(track, rng, *, b=2, s=6, d=16, h=4, g=2, bias=None, scale=1.0) -> Case:
+    """A float64 full-sequence case (biases on the torch track unless ``bias`` says otherwise)."""
+    return random_case(rng, b=b, s=s, d=d, h=h, g=g, bias=(track == "torch") if bias is None else bias, scale=scale)
+
+
+def step(case: Case) -> tuple[np.ndarray, tuple]:
+    """The float64 reference of one call: (out, (K, V))."""
+    c = case.astype(np.float64)
+    return oracle.kv_step(c.x, c.wq, c.wk, c.wv, c.wo, c.h, c.g, c.cache, bq=c.bq, bk=c.bk, bv=c.bv, bo=c.bo)
+
+
+def full_reference(case: Case) -> tuple[np.ndarray, tuple]:
+    """Causal GQA over the whole sequence (the ordinary oracle) and the K, V of every token."""
+    c = case.astype(np.float64)
+    s = c.x.shape[1]
+    out = oracle.forward(c.x, c.wq, c.wk, c.wv, c.wo, c.h, g=c.g, mask=np.triu(np.ones((s, s), bool), k=1),
+                         bq=c.bq, bk=c.bk, bv=c.bv, bo=c.bo)
+    return out, step(c.replace(cache=None))[1]
+
+
+def cache_shape(case: Case, *, heads=None) -> tuple:
+    b, s, d = case.x.shape
+    prefix = 0 if case.cache is None else case.cache[0].shape[2]
+    return (b, heads or case.g, prefix + s, d // case.h)
+
+
+def flatten(out, cache) -> np.ndarray:
+    """What a kv observation records: the output and (when it came back as arrays) the cache, flattened."""
+    parts = [out] + ([] if cache is None else list(cache))
+    return np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
+
+
+def leaves(result) -> tuple:
+    """(out, K, V) as the worker sent them, or a CheckFailure naming what came back instead of the pair."""
+    tree = result.tree
+    if not (isinstance(tree, list) and len(tree) == 2 and type(tree[0]) is int and isinstance(tree[1], list)
+            and len(tree[1]) == 2 and all(type(i) is int for i in tree[1])):
+        got = (result.info or {}).get("type", "nothing")
+        shape = "" if tree is None else f" with structure {_render(tree)}"
+        raise CheckFailure(f"your code returned {got}{shape}; expected {PAIR}: the output and the new cache",
+                           {"returned_type": got, "returned_structure": _render(tree)})
+    idx = [tree[0], *tree[1]]
+    return tuple(SimpleNamespace(info=result.leaves[i][0], out=result.leaves[i][1]) for i in idx)
+
+
+def _render(tree) -> str:
+    if tree is None:
+        return "none"
+    if isinstance(tree, list):
+        return "(" + ", ".join(_render(t) for t in tree) + ")"
+    return "value"
+
+
+def run_step(candidate, case: Case, record, *, check_values=True, what="") -> tuple:
+    """Run one call; check structure, shapes and dtypes of (out, (K, V)), record it, compare with the reference.
+    Returns (out, (K, V)) as the candidate produced them (the next call's cache when chaining)."""
+    dtype = str(case.x.dtype)
+    result = candidate.run(case)
+    out_leaf, k_leaf, v_leaf = leaves(result)
+    out = check_output(out_leaf, shape=case.x.shape, dtype=dtype, what=f"output{what}")
+    ref_out, (ref_k, ref_v) = step(case)
+    cache = None
+    if all(isinstance(leaf.out, np.ndarray) for leaf in (k_leaf, v_leaf)) and k_leaf.info.get("exact_type"):
+        cache = (k_leaf.out, v_leaf.out)
+    tol = tolerance_for(dtype)
+    ok = cache is not None and cache[0].shape == ref_k.shape and cache[1].shape == ref_v.shape and all(
+        np.allclose(a, e, atol=tol, rtol=tol) for a, e in ((out, ref_out), (cache[0], ref_k), (cache[1], ref_v)))
+    record.forward(case, flatten(out, cache), ok, kv=True, parts="out+cache" if cache is not None else "out")
+    want = cache_shape(case)
+    if cache is not None and cache[0].shape == (want[0], case.h, *want[2:]) and case.h != case.g:
+        raise CheckFailure(f"the cache holds {case.h} heads (K, V of shape {list(cache[0].shape)}), expected the "
+                           f"{case.g} key/value groups {list(want)}: store K and V before repeating them for the "
+                           f"query heads (the cache is h/g = {case.h // case.g}× too large)",
+                           {"returned_shape": list(cache[0].shape), "expected_shape": list(want)})
+    k = check_output(k_leaf, shape=want, dtype=dtype, what=f"cached K{what}")
+    v = check_output(v_leaf, shape=want, dtype=dtype, what=f"cached V{what}")
+    if check_values:
+        extra = {"case": case.describe()}
+        assert_close(out, ref_out, tol=tol, what=f"output{what}", extra=extra)
+        assert_close(k, ref_k, tol=tol, what=f"cached K{what}", extra=extra)
+        assert_close(v, ref_v, tol=tol, what=f"cached V{what}", extra=extra)
+    return out, (k, v)
+
+
+def check_chunks(candidate, case: Case, sizes, record, *, dtype="float64") -> None:
+    """Feed the sequence in chunks of ``sizes`` (the first call a prefill), each call getting the cache the
+    previous one returned; the outputs, concatenated, must be causal GQA over the whole sequence and the final
+    cache the K, V of every token."""
+    c = case.astype(dtype)
+    assert sum(sizes) == c.x.shape[1]
+    full_out, (full_k, full_v) = full_reference(c)
+    tol = tolerance_for(dtype)
+    cache, start = None, 0
+    for i, n in enumerate(sizes):
+        part = c.replace(x=c.x[:, start:start + n], cache=cache)
+        where = f" of call {i + 1} (tokens {start}..{start + n - 1}, prefix {start}; chunks {list(sizes)})"
+        out, cache = run_step(candidate, part, record, check_values=False, what=where)
+        assert_close(out, full_out[:, start:start + n], tol=tol, what=f"output{where}",
+                     extra={"chunks": list(sizes), "call": i + 1})
+        start += n
+    assert_close(cache[0], full_k, tol=tol, what="final cached K", extra={"chunks": list(sizes)})
+    assert_close(cache[1], full_v, tol=tol, what="final cached V", extra={"chunks": list(sizes)})
+
+
+def with_prefix(case: Case, t0: int, dtype="float64") -> Case:
+    """The case's last tokens as new input, with the reference cache of its first ``t0`` tokens."""
+    c = case.astype(dtype)
+    if t0 == 0:
+        return c.replace(cache=None)
+    _, prefix = step(c.replace(x=c.x[:, :t0], cache=None))
+    return c.replace(x=c.x[:, t0:], cache=tuple(p.astype(dtype) for p in prefix))
+
+
+def reference_grads(case: Case, grad_out: np.ndarray) -> dict[str, np.ndarray]:
+    """d(sum(out * grad_out)) of one call with respect to x (the new tokens), every weight and every bias; the
+    prefix cache is an input, not a function of the parameters."""
+    f = np.float64
+    c = case.astype(f)
+    x, wq, wk, wv, wo = c.x, c.wq, c.wk, c.wv, c.wo
+    zeros = lambda n: np.zeros(n, f)  # noqa: E731
+    bq, bk, bv, bo = ((bb if bb is not None else zeros(w.shape[1]))
+                      for bb, w in ((c.bq, wq), (c.bk, wk), (c.bv, wv), (c.bo, wo)))
+    b, s, d = x.shape
+    h, g = c.h, c.g
+    dk, rep = d // h, h // g
+    sc = np.sqrt(dk)
+
+    def split(t, n):                                                   # (b, s, n*dk) -> (b, n, s, dk)
+        return t.reshape(t.shape[0], t.shape[1], n, dk).transpose(0, 2, 1, 3)
+
+    def merge(t):                                                      # (b, n, s, dk) -> (b, s, n*dk)
+        return t.transpose(0, 2, 1, 3).reshape(t.shape[0], t.shape[2], -1)
+
+    empty = np.zeros((b, g, 0, dk))
+    k_old, v_old = (empty, empty) if c.cache is None else c.cache      # (b, g, t0, dk)
+    t0 = k_old.shape[2]
+    t = t0 + s
+    q = split(x @ wq + bq, h)                                          # (b, h, s, dk)
+    k = np.repeat(np.concatenate([k_old, split(x @ wk + bk, g)], 2), rep, axis=1)  # (b, h, t, dk)
+    v = np.repeat(np.concatenate([v_old, split(x @ wv + bv, g)], 2), rep, axis=1)  # (b, h, t, dk)
+    m = np.broadcast_to(np.arange(t)[None, :] > t0 + np.arange(s)[:, None], (b, h, s, t))
+    p = _softmax_masked(q @ k.swapaxes(-1, -2) / sc, m)                # (b, h, s, t)
+    ctx = merge(p @ v)                                                 # (b, s, d)
+    gout = grad_out.astype(f)                                          # (b, s, d)
+    grads = {"wo": np.einsum("bsi,bsj->ij", ctx, gout), "bo": gout.sum((0, 1))}
+    dctx = split(gout @ wo.T, h)                                       # (b, h, s, dk)
+    dp = dctx @ v.swapaxes(-1, -2)                                     # (b, h, s, t)
+    dv = p.swapaxes(-1, -2) @ dctx                                     # (b, h, t, dk)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))                    # (b, h, s, t)
+    dq = ds @ k / sc                                                   # (b, h, s, dk)
+    dkk = ds.swapaxes(-1, -2) @ q / sc                                 # (b, h, t, dk)
+    dK = merge(dkk.reshape(b, g, rep, t, dk).sum(2))[:, t0:]           # (b, s, g*dk) the new tokens' keys
+    dV = merge(dv.reshape(b, g, rep, t, dk).sum(2))[:, t0:]            # (b, s, g*dk)
+    dQ = merge(dq)                                                     # (b, s, d)
+    grads.update(wq=np.einsum("bsi,bsj->ij", x, dQ), bq=dQ.sum((0, 1)),
+                 wk=np.einsum("bsi,bsj->ij", x, dK), bk=dK.sum((0, 1)),
+                 wv=np.einsum("bsi,bsj->ij", x, dV), bv=dV.sum((0, 1)))
+    grads["x"] = dQ @ wq.T + dK @ wk.T + dV @ wv.T
+    if c.bq is None:
+        for name in ("bq", "bk", "bv", "bo"):
+            grads.pop(name)
+    return grads
+
+
+def check_gradients(candidate, case: Case, rng, record, *, dtype="float64") -> None:
+    """Gradients of one call (x and every parameter; the cache is constant) against the analytic reference."""
+    c = case.astype(dtype)
+    grad_out = rng.standard_normal(c.x.shape).astype(dtype)
+    result = candidate.run(c, grad_output=grad_out)
+    out_leaf, _, _ = leaves(result)
+    check_output(out_leaf, shape=c.x.shape, dtype=dtype)
+    compare_grads(result, reference_grads(c, grad_out), dtype)
