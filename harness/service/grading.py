@@ -48,7 +48,7 @@ def get_exercise(name: str):
 
 def _signature(ex, track: str) -> str:
     t = ex.track(track)
-    if track == "numpy":
+    if track == "numpy" or t.get("style") == "function":
         return f"{t['entry']}({', '.join(t.get('args', []) + [k + '=None' for k in t.get('kwargs', [])])})"
     init = ", ".join(t.get("init", []) + [f"{k}=True" for k in t.get("init_kwargs", [])])
     fwd = ", ".join(["self"] + t.get("forward", []) + [f"{k}=None" for k in t.get("forward_kwargs", [])])

@@ -109,6 +109,50 @@ def _flop_counter(torch: ModuleType):
     return flop_counter.FlopCounterMode(display=False)
 
 
+def _storage_meter(torch: ModuleType):
+    """A TorchDispatchMode that counts the bytes of tensor storage allocated while it is active and still alive,
+    and their peak. Only fresh results count (an op whose schema says its result aliases an input, a view or an
+    in-place op, allocates nothing); a weakref finalizer on each storage takes its bytes off when it is freed."""
+    import weakref
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class LiveStorage(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False  # else __torch_dispatch__ is wrapped in torch._disable_dynamo: a ~1.5 s dynamo import
+
+        def __init__(self):
+            super().__init__()
+            self.live = self.peak = 0
+            self.sizes: dict[int, int] = {}
+
+        def _free(self, key: int) -> None:
+            self.live -= self.sizes.pop(key, 0)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            returns = func._schema.returns
+            if any(r.alias_info is not None for r in returns):
+                return out
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor):
+                    try:
+                        storage = t.untyped_storage()
+                    except (RuntimeError, NotImplementedError):  # a tensor without a plain storage
+                        continue
+                    key = id(storage)
+                    if key not in self.sizes:
+                        self.sizes[key] = int(storage.nbytes())
+                        self.live += self.sizes[key]
+                        weakref.finalize(storage, self._free, key)
+            self.peak = max(self.peak, self.live)
+            return out
+
+    return LiveStorage()
+
+
 def warm_up(track: str) -> None:
     """Import what a worker needs and run one small attention-shaped forward and backward (float32 and float64,
     with a mask, and a FLOP count), so that a warm worker pays none of torch's lazy initialisation on the
@@ -283,23 +327,67 @@ class Worker:
     def op_call(self, req: dict, arrays: dict) -> tuple[dict, dict]:
         args = [self._value(s, arrays) for s in req.get("args", [])]
         kwargs = {k: self._value(s, arrays) for k, s in req.get("kwargs", {}).items()}
+        extra = {}
         try:
-            out = self.target(*args, **kwargs)
+            if req.get(wire.MEMORY):
+                out, extra[wire.MEMORY] = self._measured_call(args, kwargs)
+            else:
+                out = self.target(*args, **kwargs)
         except MemoryError:
             return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised during the call"}, {}
         except BaseException as exc:
             return _error(exc, self.path, "call"), {}
         info, arr = self._describe_output(out)
         send = {} if arr is None else {wire.OUT: arr}
+        grad_name = req.get("grad_output")
+        if grad_name and arr is not None and self.torch is not None and getattr(out, "requires_grad", False):
+            try:  # a function-style torch track: gradients of the tensor arguments sent with requires_grad
+                (out * self.torch.from_numpy(arrays[grad_name]).to(out.dtype)).sum().backward()
+            except MemoryError:
+                return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised in backward"}, {}
+            except BaseException as exc:
+                return _error(exc, self.path, "backward"), {}
+            for spec, value in zip(req.get("args", []), args):
+                if spec.get("requires_grad") and isinstance(value, self.torch.Tensor) and value.grad is not None:
+                    send[wire.GRAD + spec['array']] = self._to_numpy(value.grad, self.torch)
         if req.get("return_inputs"):
             for i, (spec, value) in enumerate(zip(req.get("args", []), args)):
                 if "array" in spec and isinstance(value, np.ndarray):
                     send[wire.INPUT + spec['array']] = np.array(value)
+                elif "array" in spec and self.torch is not None and isinstance(value, self.torch.Tensor):
+                    send[wire.INPUT + spec['array']] = self._to_numpy(value, self.torch).copy()
             for k, value in kwargs.items():
                 spec = req["kwargs"][k]
                 if "array" in spec and isinstance(value, np.ndarray):
                     send[wire.INPUT + spec['array']] = np.array(value)
-        return {"kind": wire.RESULT, "output": info}, send
+                elif "array" in spec and self.torch is not None and isinstance(value, self.torch.Tensor):
+                    send[wire.INPUT + spec['array']] = self._to_numpy(value, self.torch).copy()
+        return dict({"kind": wire.RESULT, "output": info}, **extra), send
+
+    def _measured_call(self, args: list, kwargs: dict) -> tuple[object, dict]:
+        """The call with its peak extra memory measured (request flag ``memory``): bytes NumPy allocated during
+        the call (tracemalloc; NumPy reports its buffers to it) plus, on the torch track, the peak of live tensor
+        storage the call allocated (a dispatch mode; the call runs under torch.no_grad). Arguments allocated
+        before the call are not counted; the output is. Self-reported by the worker: best effort."""
+        import tracemalloc
+
+        torch = self.torch
+        meter = None if torch is None else _storage_meter(torch)
+        tracemalloc.start()
+        try:
+            if meter is None:
+                out = self.target(*args, **kwargs)
+            else:
+                with torch.no_grad(), meter:
+                    out = self.target(*args, **kwargs)
+            numpy_peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        report = {"numpy_peak_bytes": int(numpy_peak), "method": "tracemalloc"}
+        if meter is not None:
+            report.update(torch_peak_bytes=int(meter.peak), method="tracemalloc+torch_dispatch")
+        report["peak_bytes"] = int(numpy_peak) + int(report.get("torch_peak_bytes", 0))
+        return out, report
 
     def op_init(self, req: dict) -> tuple[dict, dict]:
         torch = self.torch
