@@ -112,11 +112,13 @@ def _flop_counter(torch: ModuleType):
 def _storage_meter(torch: ModuleType):
     """A TorchDispatchMode that counts the bytes of tensor storage allocated while it is active and still alive,
     and their peak. Only fresh results count (an op whose schema says its result aliases an input, a view or an
-    in-place op, allocates nothing); a weakref finalizer on each storage takes its bytes off when it is freed."""
+    in-place op, allocates nothing); a weakref callback on each storage takes its bytes off when it is freed.
+    Kept lean (one dict lookup per op): it runs on every aten op of the measured call."""
     import weakref
 
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
+
+    Tensor = torch.Tensor
 
     class LiveStorage(TorchDispatchMode):
         @classmethod
@@ -126,28 +128,39 @@ def _storage_meter(torch: ModuleType):
         def __init__(self):
             super().__init__()
             self.live = self.peak = 0
-            self.sizes: dict[int, int] = {}
+            self.refs: dict[int, tuple] = {}       # id(storage) -> (weakref, nbytes)
+            self.fresh: dict[object, bool] = {}    # op -> its results are new allocations
+
+        def _track(self, t) -> None:
+            try:
+                storage = t.untyped_storage()
+            except (RuntimeError, NotImplementedError):  # a tensor without a plain storage
+                return
+            key = id(storage)
+            if key not in self.refs:
+                n = storage.nbytes()
+                self.refs[key] = (weakref.ref(storage, lambda _, key=key: self._free(key)), n)
+                self.live += n
+                if self.live > self.peak:
+                    self.peak = self.live
 
         def _free(self, key: int) -> None:
-            self.live -= self.sizes.pop(key, 0)
+            entry = self.refs.pop(key, None)
+            if entry is not None:
+                self.live -= entry[1]
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
-            returns = func._schema.returns
-            if any(r.alias_info is not None for r in returns):
-                return out
-            for t in tree_flatten(out)[0]:
-                if isinstance(t, torch.Tensor):
-                    try:
-                        storage = t.untyped_storage()
-                    except (RuntimeError, NotImplementedError):  # a tensor without a plain storage
-                        continue
-                    key = id(storage)
-                    if key not in self.sizes:
-                        self.sizes[key] = int(storage.nbytes())
-                        self.live += self.sizes[key]
-                        weakref.finalize(storage, self._free, key)
-            self.peak = max(self.peak, self.live)
+            fresh = self.fresh.get(func)
+            if fresh is None:
+                fresh = self.fresh[func] = not any(r.alias_info is not None for r in func._schema.returns)
+            if fresh:
+                if isinstance(out, Tensor):
+                    self._track(out)
+                elif isinstance(out, (tuple, list)):
+                    for t in out:
+                        if isinstance(t, Tensor):
+                            self._track(t)
             return out
 
     return LiveStorage()
@@ -365,28 +378,26 @@ class Worker:
         return dict({"kind": wire.RESULT, "output": info}, **extra), send
 
     def _measured_call(self, args: list, kwargs: dict) -> tuple[object, dict]:
-        """The call with its peak extra memory measured (request flag ``memory``): bytes NumPy allocated during
-        the call (tracemalloc; NumPy reports its buffers to it) plus, on the torch track, the peak of live tensor
-        storage the call allocated (a dispatch mode; the call runs under torch.no_grad). Arguments allocated
-        before the call are not counted; the output is. Self-reported by the worker: best effort."""
+        """The call with its peak extra memory measured (request flag ``memory``): NumPy, the peak of what the
+        call allocated (tracemalloc; NumPy reports its buffers to it); torch, the peak of live tensor storage the
+        call allocated (a dispatch mode; the call runs under torch.no_grad; a detour through NumPy is not seen,
+        and would cut the gradients anyway). Arguments allocated before the call are not counted; the output
+        is. Self-reported by the worker: best effort."""
+        torch = self.torch
+        if torch is not None:
+            meter = _storage_meter(torch)
+            with torch.no_grad(), meter:
+                out = self.target(*args, **kwargs)
+            return out, {"peak_bytes": int(meter.peak), "method": "torch_dispatch"}
         import tracemalloc
 
-        torch = self.torch
-        meter = None if torch is None else _storage_meter(torch)
         tracemalloc.start()
         try:
-            if meter is None:
-                out = self.target(*args, **kwargs)
-            else:
-                with torch.no_grad(), meter:
-                    out = self.target(*args, **kwargs)
-            numpy_peak = tracemalloc.get_traced_memory()[1]
+            out = self.target(*args, **kwargs)
+            peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        report = {"numpy_peak_bytes": int(numpy_peak), "method": "tracemalloc"}
-        if meter is not None:
-            report.update(torch_peak_bytes=int(meter.peak), method="tracemalloc+torch_dispatch")
-        report["peak_bytes"] = int(numpy_peak) + int(report.get("torch_peak_bytes", 0))
+        report = {"peak_bytes": int(peak), "method": "tracemalloc"}
         return out, report
 
     def op_init(self, req: dict) -> tuple[dict, dict]:
