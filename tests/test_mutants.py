@@ -6,7 +6,7 @@ from graders.mutants.build import write_mutant
 from graders.mutants.catalog import CATALOG, applicable
 from harness.grading.engine import grade
 
-EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa")
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "flash_attention")
 COMBOS = [(ex, tr) for ex in EXERCISES for tr in ("numpy", "torch")]
 TOTALS = {"mutants": 0, "killed": 0, "diagnosed": 0}
 
@@ -16,7 +16,9 @@ def test_bug_vocabulary_is_the_contract():
         "scale_sqrt_d", "no_scale", "split_without_transpose", "merge_without_transpose", "softmax_wrong_axis",
         "missing_output_projection", "transposed_weights", "mask_inverted", "mask_after_softmax",
         "masked_rows_nan", "masked_rows_mean_v", "causal_excludes_diagonal", "no_max_subtraction",
-        "dtype_promoted", "bias_ignored", "gqa_tiled_heads", "cross_kv_from_queries", "input_mutated"]
+        "dtype_promoted", "bias_ignored", "gqa_tiled_heads", "cross_kv_from_queries", "input_mutated",
+        "flash_no_rescale_acc", "flash_no_rescale_sum", "flash_no_final_divide", "flash_last_block_dropped",
+        "flash_causal_block_local", "flash_causal_bottom_right", "flash_full_scores"]
 
 
 @pytest.mark.slow
