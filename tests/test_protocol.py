@@ -236,3 +236,26 @@ def test_a_forged_memory_field_is_a_malformed_frame(tmp_path, memory):
     fault = ask(session_for(READY + f"frame({{'kind': 'result', 'memory': {memory}}})\nimport time; time.sleep(5)\n",
                             tmp_path))
     assert fault.status == "error" and "memory" in fault.message
+
+
+@pytest.mark.parametrize("track,source", [
+    ("numpy", "import tracemalloc\n\ndef flash_attention(Q, K, V, block_size=64, causal=False):\n"
+              "    tracemalloc.stop()\n    return Q.copy()\n"),
+    ("torch", "from torch.utils._python_dispatch import _pop_mode\n\n"
+              "def flash_attention(Q, K, V, block_size=64, causal=False):\n    _pop_mode()\n    return Q.clone()\n"),
+])
+def test_a_call_that_switches_the_measurement_off_is_not_intact(tmp_path, track, source):
+    """NumPy: the worker notices tracemalloc stopped; torch: leaving the popped mode fails the call itself."""
+    from harness.core.errors import CandidateException
+
+    session, cand = _flash_candidate(tmp_path, track, source)
+    q = np.zeros((1, 1, 4, 4))
+    try:
+        if track == "numpy":
+            assert cand.call({"Q": q, "K": q, "V": q}, {}, memory=True).memory["intact"] is False
+            assert cand.call({"Q": q, "K": q, "V": q}, {}).out is not None   # the worker still serves calls
+        else:
+            with pytest.raises(CandidateException, match="mode stack"):
+                cand.call({"Q": q, "K": q, "V": q}, {}, memory=True)
+    finally:
+        session.close()

@@ -124,6 +124,9 @@ def check_memory(candidate, case: FlashCase, record) -> dict:
                    peak_over_bound=round(mem["peak_bytes"] / figures["bound_bytes"], 3),
                    peak_over_score_matrix=round(mem["peak_bytes"] / matrix, 4))
     record.note(**figures)
+    if not mem.get("intact"):
+        raise CheckFailure("the memory measurement was switched off during your call (tracemalloc stopped or the "
+                           "dispatch mode popped); it cannot be assessed", figures)
     mib = lambda n: f"{n / 2 ** 20:.1f} MiB"  # noqa: E731
     text = (f"peak extra memory {mib(mem['peak_bytes'])} (bound {mib(figures['bound_bytes'])} = "
             f"{MEMORY_FACTOR}·b·h·s·(d_k + block_size)·itemsize; one (s, s) score matrix is {mib(matrix)})")

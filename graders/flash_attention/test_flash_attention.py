@@ -182,7 +182,7 @@ def test_deterministic(candidate, rng, record):
     second = check_output(run(candidate, case), shape=case.out_shape, dtype="float64")
     if not np.array_equal(first, second, equal_nan=True):
         raise CheckFailure("two calls with identical inputs gave different outputs")
-    assert_close(first, reference(case), tol=1e-10)
+    assert_close(first, reference(case), tol=1e-10, what="output (determinism is credited only for a correct one)")
 
 
 # -- gradient (torch) -----------------------------------------------------------------------------------

@@ -93,6 +93,7 @@ def _checked_header(head: dict) -> dict:
         head["memory"] = {k: v for k, v in mem.items()
                           if k in ("peak_bytes", "numpy_peak_bytes", "torch_peak_bytes") and type(v) is int}
         head["memory"]["method"] = clean_text(str(mem.get("method", "")), 60)
+        head["memory"]["intact"] = mem.get("intact") is True
     return head
 
 

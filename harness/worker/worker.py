@@ -385,19 +385,23 @@ class Worker:
         is. Self-reported by the worker: best effort."""
         torch = self.torch
         if torch is not None:
+            from torch.utils._python_dispatch import _get_current_dispatch_mode
+
             meter = _storage_meter(torch)
             with torch.no_grad(), meter:
                 out = self.target(*args, **kwargs)
-            return out, {"peak_bytes": int(meter.peak), "method": "torch_dispatch"}
+                intact = _get_current_dispatch_mode() is meter  # the call did not pop the meter
+            return out, {"peak_bytes": int(meter.peak), "method": "torch_dispatch", "intact": intact}
         import tracemalloc
 
         tracemalloc.start()
         try:
             out = self.target(*args, **kwargs)
+            intact = tracemalloc.is_tracing()  # the call did not stop (or restart) the tracing
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-        report = {"peak_bytes": int(peak), "method": "tracemalloc"}
+        report = {"peak_bytes": int(peak), "method": "tracemalloc", "intact": intact}
         return out, report
 
     def op_init(self, req: dict) -> tuple[dict, dict]:
