@@ -27,13 +27,13 @@ def run():
     return invoke
 
 
-def test_list_shows_four_exercises_and_both_tracks(run):
+def test_list_shows_every_exercise_and_both_tracks(run):
     result = run("list")
     assert result.exit_code == 0
     for name, ex in all_exercises().items():
         assert name in result.output
         assert ex.entry("numpy") in result.output and ex.entry("torch") in result.output
-    assert {"mha", "masked_mha", "cross_attention", "gqa", "kv_cache"} <= set(all_exercises())
+    assert {"mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention"} == set(all_exercises())
 
 
 def test_start_writes_the_stub_and_refuses_to_overwrite(run, tmp_path):

@@ -14,7 +14,7 @@ from .helpers import statuses, validate, write
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
-EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache")
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention")
 FAST = {"call_timeout_s": 3.0, "max_restarts": 1}
 
 
@@ -47,6 +47,20 @@ def test_a_failing_mutant_grades_identically(tmp_path, track, bug):
     assert statuses(local) == statuses(docker)
     assert docker.verdict == "failed"
     assert [d.bug for d in docker.diagnosis] == [d.bug for d in local.diagnosis] == [bug]
+
+
+@pytest.mark.parametrize("track", ["numpy", "torch"])
+def test_flash_attention_memory_is_measured_inside_the_container(tmp_path, track):
+    """The worker measures the call's peak memory in the container too: the full (s, s) matrix fails the memory
+    tests and is named, with the same verdicts as the local sandbox."""
+    local, docker = both(write_mutant(tmp_path, "flash_attention", track, {"flash_full_scores"}), track,
+                         "flash_attention")
+    assert statuses(local) == statuses(docker)
+    failing = {t.id: t for t in docker.tests if t.status != "passed"}
+    assert sorted(failing) == ["test_memory_stays_linear_in_s[causal]", "test_memory_stays_linear_in_s[full]"]
+    for t in failing.values():
+        assert t.diagnostics["peak_bytes"] >= t.diagnostics["score_matrix_bytes"] > t.diagnostics["bound_bytes"]
+    assert [d.bug for d in docker.diagnosis] == ["flash_full_scores"]
 
 
 HOSTILE = {

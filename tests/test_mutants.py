@@ -6,7 +6,7 @@ from graders.mutants.build import write_mutant
 from graders.mutants.catalog import CATALOG, applicable
 from harness.grading.engine import grade
 
-EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache")
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention")
 COMBOS = [(ex, tr) for ex in EXERCISES for tr in ("numpy", "torch")]
 TOTALS = {"mutants": 0, "killed": 0, "diagnosed": 0}
 
@@ -18,7 +18,9 @@ def test_bug_vocabulary_is_the_contract():
         "masked_rows_nan", "masked_rows_mean_v", "causal_excludes_diagonal", "no_max_subtraction",
         "dtype_promoted", "bias_ignored", "gqa_tiled_heads", "cross_kv_from_queries", "input_mutated",
         "kv_cache_repeated_heads", "kv_mask_from_zero", "kv_no_causal_mask", "kv_prefix_ignored", "kv_cache_stale",
-        "kv_cache_new_only", "kv_cache_swapped"]
+        "kv_cache_new_only", "kv_cache_swapped",
+        "flash_no_rescale_acc", "flash_no_rescale_sum", "flash_no_final_divide", "flash_last_block_dropped",
+        "flash_causal_block_local", "flash_causal_bottom_right", "flash_full_scores"]
 
 
 @pytest.mark.slow

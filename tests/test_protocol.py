@@ -257,3 +257,109 @@ def test_torch_tuple_output_sends_tensors_and_gradients_from_the_first(tmp_path)
     assert [leaf["exact_type"] for leaf in head["leaves"]] == [True, True, True, False]
     assert out[wire.LEAF + "1"].shape == (1, 1, 4, 3) and wire.LEAF + "3" not in out
     assert wire.GRAD + wire.PARAM + "w.weight" in out
+
+# -- the function-style call op: gradients of tensor arguments, and the memory measurement (flash_attention) --
+def _flash_candidate(tmp_path, track: str, source: str):
+    from harness.core.exercises import get_exercise
+    from harness.sandbox import get_sandbox
+    from harness.session.candidate import Candidate
+
+    sub = tmp_path / f"sub_{track}.py"
+    sub.write_text(textwrap.dedent(source))
+    ex = get_exercise("flash_attention")
+    session = WorkerSession(get_sandbox("local"), track=track, entry=ex.entry(track), submission=sub,
+                            limits=Limits(call_timeout_s=60))
+    session.start()
+    return session, Candidate(session, ex, track)
+
+
+def test_call_sends_back_gradients_of_the_tensor_arguments(tmp_path):
+    session, cand = _flash_candidate(tmp_path, "torch", """
+        def flash_attention(Q, K, V, block_size=64, causal=False):
+            return 2 * Q + K * V + (block_size if causal else 0)
+    """)
+    rng = np.random.default_rng(0)
+    q, k, v, g = (rng.standard_normal((1, 2, 3, 4)) for _ in range(4))
+    try:
+        result = cand.call({"Q": q, "K": k, "V": v}, {"block_size": 5, "causal": True}, grad_output=g)
+        plain = cand.call({"Q": q, "K": k, "V": v}, {"block_size": 5, "causal": False})
+    finally:
+        session.close()
+    assert np.allclose(result.out, 2 * q + k * v + 5) and np.allclose(plain.out, 2 * q + k * v)
+    assert set(result.grads) == {"Q", "K", "V"} and plain.grads == {}
+    assert np.allclose(result.grads["Q"], 2 * g)
+    assert np.allclose(result.grads["K"], v * g) and np.allclose(result.grads["V"], k * g)
+
+
+NUMPY_MEMORY = """
+    import numpy as np
+
+    def flash_attention(Q, K, V, block_size=64, causal=False):
+        if causal:                                     # one 8 MB temporary, then ten 1 MB ones freed in turn
+            big = np.ones((1024, 1024))
+            return Q + big[:Q.shape[2], :Q.shape[3]]
+        for _ in range(10):
+            t = np.ones((128, 1024))
+        return Q.copy()
+"""
+TORCH_MEMORY = """
+    import torch
+
+    def flash_attention(Q, K, V, block_size=64, causal=False):
+        if causal:
+            big = torch.ones((1024, 1024), dtype=torch.float64)
+            return Q + big[:Q.shape[2], :Q.shape[3]]
+        for _ in range(10):
+            t = torch.ones((128, 1024), dtype=torch.float64)
+            t = t.view(1024, 128).transpose(0, 1)      # views allocate nothing
+            t.add_(1)                                  # nor do in-place ops
+        return Q.clone()
+"""
+
+
+@pytest.mark.parametrize("track,source", [("numpy", NUMPY_MEMORY), ("torch", TORCH_MEMORY)])
+def test_call_measures_the_peak_extra_memory_in_the_worker(tmp_path, track, source):
+    session, cand = _flash_candidate(tmp_path, track, source)
+    q = np.zeros((1, 1, 4, 4))
+    try:
+        big = cand.call({"Q": q, "K": q, "V": q}, {"causal": True}, memory=True)
+        small = cand.call({"Q": q, "K": q, "V": q}, {"causal": False}, memory=True)
+        unmeasured = cand.call({"Q": q, "K": q, "V": q}, {"causal": False})
+    finally:
+        session.close()
+    mib = 2 ** 20
+    assert 8 * mib <= big.memory["peak_bytes"] < 9 * mib, big.memory
+    assert 1 * mib <= small.memory["peak_bytes"] < 2.5 * mib, small.memory   # freed temporaries do not add up
+    assert big.memory["method"] == ("tracemalloc" if track == "numpy" else "torch_dispatch")
+    assert unmeasured.memory is None
+    assert np.allclose(big.out, 1.0)
+
+
+@pytest.mark.parametrize("memory", ["'lots'", "{'peak_bytes': -1}", "{'peak_bytes': 1.5}", "{}"])
+def test_a_forged_memory_field_is_a_malformed_frame(tmp_path, memory):
+    fault = ask(session_for(READY + f"frame({{'kind': 'result', 'memory': {memory}}})\nimport time; time.sleep(5)\n",
+                            tmp_path))
+    assert fault.status == "error" and "memory" in fault.message
+
+
+@pytest.mark.parametrize("track,source", [
+    ("numpy", "import tracemalloc\n\ndef flash_attention(Q, K, V, block_size=64, causal=False):\n"
+              "    tracemalloc.stop()\n    return Q.copy()\n"),
+    ("torch", "from torch.utils._python_dispatch import _pop_mode\n\n"
+              "def flash_attention(Q, K, V, block_size=64, causal=False):\n    _pop_mode()\n    return Q.clone()\n"),
+])
+def test_a_call_that_switches_the_measurement_off_is_not_intact(tmp_path, track, source):
+    """NumPy: the worker notices tracemalloc stopped; torch: leaving the popped mode fails the call itself."""
+    from harness.core.errors import CandidateException
+
+    session, cand = _flash_candidate(tmp_path, track, source)
+    q = np.zeros((1, 1, 4, 4))
+    try:
+        if track == "numpy":
+            assert cand.call({"Q": q, "K": q, "V": q}, {}, memory=True).memory["intact"] is False
+            assert cand.call({"Q": q, "K": q, "V": q}, {}).out is not None   # the worker still serves calls
+        else:
+            with pytest.raises(CandidateException, match="mode stack"):
+                cand.call({"Q": q, "K": q, "V": q}, {}, memory=True)
+    finally:
+        session.close()

@@ -5,7 +5,7 @@ import pytest
 from harness.grading.engine import grade
 from harness.core.exercises import REFERENCE_DIR
 
-EXERCISES = ["mha", "masked_mha", "cross_attention", "gqa", "kv_cache"]
+EXERCISES = ["mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention"]
 CASES = [(ex, track) for ex in EXERCISES for track in ("numpy", "torch")]
 
 

@@ -190,7 +190,10 @@ def test_expired_tokens_are_refused(srv):
 def test_exercises_prompt_and_stubs(srv):
     c = srv.client(srv.tokens["alice"])
     names = [e["name"] for e in c.get("/v1/exercises").json()]
-    assert set(names) == {"mha", "masked_mha", "cross_attention", "gqa"}
+    assert set(names) == {"mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention"}
+    flash = c.get("/v1/exercises/flash_attention").json()["tracks"]
+    assert flash["torch"]["signature"] == flash["numpy"]["signature"] == (
+        "flash_attention(Q, K, V, block_size=64, causal=False)")
     d = c.get("/v1/exercises/gqa").json()
     assert "gqa(X, Wq, Wk, Wv, Wo, h, g, mask=None)" == d["tracks"]["numpy"]["signature"]
     assert "GroupedQueryAttention" in d["tracks"]["torch"]["signature"] and len(d["prompt"]) > 200

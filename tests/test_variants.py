@@ -17,7 +17,7 @@ from harness.core.report import load_schema
 
 VARIANTS_DIR = Path(__file__).resolve().parent / "variants"
 BUGGY = {"mha/torch_view_after_transpose.py"}
-EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache")
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention")
 TRACKS = ("numpy", "torch")
 
 

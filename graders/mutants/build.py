@@ -6,6 +6,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ORACLE = HERE.parent / "common" / "oracle.py"
+FLASH_ORACLE = HERE.parent / "common" / "flash_oracle.py"   # flash_attention's NumPy mutants start from this file
 
 NUMPY_ENTRIES = {
     "mha": ("def mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n"
@@ -18,13 +19,16 @@ NUMPY_ENTRIES = {
             "    return forward(X, Wq, Wk, Wv, Wo, h, g=g, mask=mask, bugs=BUGS)\n"),
     "kv_cache": ("def kv_attention(X, Wq, Wk, Wv, Wo, h, g, cache=None):\n"
                  "    return kv_step(X, Wq, Wk, Wv, Wo, h, g, cache, bugs=BUGS)\n"),
+    "flash_attention": ("def flash_attention(Q, K, V, block_size=64, causal=False):\n"
+                        "    return flash_forward(Q, K, V, block_size, causal, bugs=BUGS)\n"),
 }
 
 
 def mutant_source(exercise: str, track: str, bugs) -> str:
     flags = f"BUGS = frozenset({sorted(bugs)!r})\n"
     if track == "numpy":
-        return f"{ORACLE.read_text()}\n\n{flags}\n\n{NUMPY_ENTRIES[exercise]}"
+        base = FLASH_ORACLE if exercise == "flash_attention" else ORACLE
+        return f"{base.read_text()}\n\n{flags}\n\n{NUMPY_ENTRIES[exercise]}"
     text = (HERE / "torch_template.py").read_text()
     return text.replace("BUGS = frozenset()\n", flags, 1)
 

@@ -15,7 +15,7 @@ class Bug:
     hint: str
     exercises: tuple = ALL_EXERCISES
     tracks: tuple = BOTH
-    detector: str = "numeric"          # numeric: outputs match the mutant | dtype | mutation: a test signature
+    detector: str = "numeric"          # numeric: outputs match the mutant | dtype | mutation | memory: a signature
 
     def applies(self, exercise: str, track: str) -> bool:
         return exercise in self.exercises and track in self.tracks
@@ -93,6 +93,37 @@ KV_BUGS = (
 )
 CATALOG = tuple(dataclasses.replace(b, exercises=b.exercises + KV) if b.id in KV_GENERIC else b
                 for b in CATALOG) + KV_BUGS
+
+FLASH = ("flash_attention",)
+FLASH_SHARED = ("no_scale", "no_max_subtraction", "causal_excludes_diagonal", "dtype_promoted", "input_mutated")
+CATALOG = tuple(dataclasses.replace(b, exercises=b.exercises + FLASH) if b.id in FLASH_SHARED else b
+                for b in CATALOG) + (
+    Bug("flash_no_rescale_acc",
+        "your output matches an online softmax whose accumulator is not rescaled when the running max grows",
+        "when a block raises a query's running max from m_old to m_new, multiply the accumulated exp(s - m)·V by "
+        "exp(m_old - m_new) before adding the block's share", exercises=FLASH),
+    Bug("flash_no_rescale_sum",
+        "your output matches an online softmax whose running sum (the normaliser) is not rescaled when the "
+        "running max grows", "rescale the running sum l by exp(m_old - m_new) too, exactly like the accumulator",
+        exercises=FLASH),
+    Bug("flash_no_final_divide", "your output matches the accumulator never divided by the running sum",
+        "finish with acc / l: the accumulator holds sum(exp(s - m)·V), not yet normalised", exercises=FLASH),
+    Bug("flash_last_block_dropped",
+        "your output matches attention that skips the last, partial block of keys (s_k not a multiple of the block)",
+        "loop over range(0, s_k, block_size) and slice start:start + block_size: the last block may be shorter",
+        exercises=FLASH),
+    Bug("flash_causal_block_local",
+        "your output matches a causal mask built from each key's position within its block instead of in the sequence",
+        "compare query position i with the key's global position start + j, not with j", exercises=FLASH),
+    Bug("flash_causal_bottom_right",
+        "your output matches causal masking aligned bottom-right (query i sees keys j <= i + s_k - s_q)",
+        "the contract aligns top-left, as SDPA's is_causal=True: query i sees keys j <= i whatever s_q and s_k",
+        exercises=FLASH),
+    Bug("flash_full_scores",
+        "the call's peak memory grows like s²: a full (s_q, s_k) matrix (scores, weights or a mask) was materialised",
+        "compute the scores one block of keys at a time, (s_q, block_size) tiles folded into the running max, sum "
+        "and accumulator; build the causal mask per block too", exercises=FLASH, detector="memory"),
+)
 
 BUGS = {b.id: b for b in CATALOG}
 

@@ -15,13 +15,29 @@ import numpy as np
 
 from harness.core.report import Diagnosis
 
-from ..common import oracle
+from ..common import flash, flash_oracle, oracle
 from .catalog import applicable
 
 MATCH_TOL = {"float32": 2e-4, "float64": 1e-7}
 
 
+def _flash_mutant_output(case, bugs):
+    c = case.astype(np.float64)
+    try:
+        with np.errstate(all="ignore"):
+            return flash_oracle.flash_forward(c.q, c.k, c.v, c.block, c.causal,
+                                              bugs=bugs - {"dtype_promoted", "input_mutated"})
+    except (ValueError, IndexError):
+        return None
+
+
+def _dtype(case):
+    return case.dtype if isinstance(case, flash.FlashCase) else case.x.dtype
+
+
 def _mutant_output(case, bugs):
+    if isinstance(case, flash.FlashCase):
+        return _flash_mutant_output(case, bugs)
     c = case.astype(np.float64)
     mask = None if c.mask is None else np.array(c.mask)
     try:
@@ -65,7 +81,7 @@ def _explains(bugs: frozenset, observations, failed_tests: set) -> dict | None:
     worst, tests, wrong = 0.0, set(), 0
     for obs in observations:
         expected = _kv_mutant_output(obs, bugs) if obs.info.get("kv") else _mutant_output(obs.case, bugs)
-        ok, dev = _matches(obs.out, expected, obs.case.x.dtype)
+        ok, dev = _matches(obs.out, expected, _dtype(obs.case))
         if not ok:
             return None
         worst = max(worst, dev)
@@ -106,6 +122,13 @@ def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis
                 found.append(Diagnosis(bug.id, bug.summary, bug.hint,
                                        {"tests": sorted({o.test_id for o in hits}), "expected": "float32",
                                         "got": "float64"}))
+        elif bug.detector == "memory":
+            hits = by_kind.get("memory", [])
+            if hits:
+                worst = max(hits, key=lambda o: o.info.get("peak_bytes", 0)).info
+                found.append(Diagnosis(bug.id, bug.summary, bug.hint, {
+                    "tests": sorted({o.test_id for o in hits}),
+                    **{k: worst[k] for k in ("peak_bytes", "bound_bytes", "score_matrix_bytes") if k in worst}}))
         elif bug.detector == "mutation":
             hits = by_kind.get("mutation", [])
             if hits:

@@ -192,3 +192,47 @@ class KVCacheAttention(_Attention):
             with torch.no_grad():
                 k_old.mul_(1.0 / scale)                               # the bug: pre-scales the caller's K
         return out, tuple(t.detach().clone() if t is k_old or t is v_old else t for t in new)
+
+def flash_attention(Q, K, V, block_size=64, causal=False):
+    """flash_attention (keys in blocks, online softmax) with the same flags as graders/common/flash_oracle.py."""
+    B, nh, Tq, hs = Q.shape                                          # (B, nh, Tq, hs)
+    Tk = K.shape[2]                                                  # K, V: (B, nh, Tk, hs)
+    scale = 1.0 if "no_scale" in BUGS else 1.0 / math.sqrt(hs)
+    if "input_mutated" in BUGS and not Q.requires_grad:
+        q = Q.mul_(scale)                                             # the bug: scales the caller's Q in place
+    else:
+        q = Q * scale                                                 # (B, nh, Tq, hs)
+    rows = torch.arange(Tq)[:, None]                                  # (Tq, 1) query positions
+    if "flash_full_scores" in BUGS:                                   # the bug: the whole (Tq, Tk) matrix
+        s = q @ K.transpose(-2, -1)                                   # (B, nh, Tq, Tk)
+        if causal:
+            s = s.masked_fill(torch.arange(Tk)[None, :] > rows, float("-inf"))
+        out = torch.softmax(s, dim=-1) @ V                            # (B, nh, Tq, hs)
+        return out.double() if "dtype_promoted" in BUGS else out
+    m = Q.new_full((B, nh, Tq, 1), float("-inf"))                     # running max
+    l = Q.new_zeros((B, nh, Tq, 1))                                   # running sum of exp
+    acc = Q.new_zeros((B, nh, Tq, hs))                                # running sum of exp * V
+    offset = Tk - Tq if "flash_causal_bottom_right" in BUGS else 0
+    end = (Tk // block_size) * block_size if "flash_last_block_dropped" in BUGS else Tk
+    for start in range(0, end, block_size):
+        kb = K[:, :, start:start + block_size]                        # (B, nh, Bk, hs)
+        vb = V[:, :, start:start + block_size]                        # (B, nh, Bk, hs)
+        s = q @ kb.transpose(-2, -1)                                  # (B, nh, Tq, Bk)
+        if causal:
+            first = 0 if "flash_causal_block_local" in BUGS else start
+            cols = torch.arange(first, first + kb.shape[2])[None, :]  # (1, Bk) key positions
+            hidden = cols >= rows + offset if "causal_excludes_diagonal" in BUGS else cols > rows + offset
+            s = s.masked_fill(hidden, float("-inf"))
+        if "no_max_subtraction" in BUGS:
+            p = torch.exp(s)
+            alpha = torch.ones_like(m)
+        else:
+            m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))    # (B, nh, Tq, 1)
+            safe = m_new.masked_fill(torch.isneginf(m_new), 0.0)      # rows with no visible key yet
+            p = torch.exp(s - safe)                                   # (B, nh, Tq, Bk)
+            alpha = torch.exp(m - safe)                               # (B, nh, Tq, 1)
+            m = m_new
+        l = (l if "flash_no_rescale_sum" in BUGS else alpha * l) + p.sum(dim=-1, keepdim=True)
+        acc = (acc if "flash_no_rescale_acc" in BUGS else alpha * acc) + p @ vb
+    out = acc if "flash_no_final_divide" in BUGS else acc / l         # (B, nh, Tq, hs)
+    return out.double() if "dtype_promoted" in BUGS else out

@@ -35,6 +35,8 @@ def collect(observations, results, *, max_items: int = MAX_ITEMS) -> list[dict]:
     for test_id in order:
         ob = first[test_id]
         case = ob.case
+        if not hasattr(case, "wq"):  # not an MHA-style Case (flash_attention): nothing to plot
+            continue
         arrays = {f: np.asarray(getattr(case, f)) for f in CASE_FIELDS if getattr(case, f, None) is not None}
         out = np.asarray(ob.out)
         if out.shape != case.x.shape or any(a.size > MAX_ELEMENTS for a in (*arrays.values(), out)):

@@ -48,8 +48,10 @@ def get_exercise(name: str):
 
 def _signature(ex, track: str) -> str:
     t = ex.track(track)
-    if track == "numpy":
-        return f"{t['entry']}({', '.join(t.get('args', []) + [k + '=None' for k in t.get('kwargs', [])])})"
+    if track == "numpy" or t.get("style") == "function":
+        defaults = t.get("defaults", {})
+        kwargs = [f"{k}={defaults.get(k)!r}" for k in t.get("kwargs", [])]
+        return f"{t['entry']}({', '.join(t.get('args', []) + kwargs)})"
     init = ", ".join(t.get("init", []) + [f"{k}=True" for k in t.get("init_kwargs", [])])
     fwd = ", ".join(["self"] + t.get("forward", []) + [f"{k}=None" for k in t.get("forward_kwargs", [])])
     return f"class {t['entry']}(nn.Module): __init__(self, {init}); forward({fwd})"

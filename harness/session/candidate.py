@@ -40,6 +40,7 @@ class Result:
     flops: int | None = None
     tree: object = None                # a tuple output: nested lists of leaf indices (requests with "tree")
     leaves: list = dataclasses.field(default_factory=list)  # [(info, array or None)] per leaf of the tree
+    memory: dict | None = None         # call(memory=True): peak_bytes (+ method, per-library peaks)
 
 
 @dataclasses.dataclass
@@ -144,6 +145,45 @@ class Candidate:
         if self.track == "numpy":
             return self._run_numpy(case, layout, return_inputs)
         return self._run_torch(case, layout, mode, grad_output, return_inputs, flops)
+
+    def call(self, arrays: dict, values: dict | None = None, *, layout: str = "C",
+             grad_output: np.ndarray | None = None, memory: bool = False, return_inputs: bool = False) -> Result:
+        """Call a function-style entry point (both tracks; exercise.json lists its ``args`` and ``kwargs`` by
+        name): array arguments from ``arrays`` (tensors on the torch track), ints and bools from ``values``; a
+        keyword whose value is None or absent is not passed. On the torch track ``grad_output`` makes every
+        array argument require grad and brings back their gradients by name; ``memory`` asks the worker for the
+        call's peak extra memory (``Result.memory``)."""
+        self.calls += 1
+        values = values or {}
+        send: dict = {}
+        grad = grad_output is not None and self.track == "torch"
+
+        def spec(name: str) -> dict:
+            if name in arrays:
+                send[name] = arrays[name]
+                out = {"array": name}
+                if layout != "C":
+                    out["layout"] = layout
+                if grad:
+                    out["requires_grad"] = True
+                return out
+            value = values.get(name)
+            if value is None:
+                return {"none": True}
+            return {"bool": bool(value)} if isinstance(value, (bool, np.bool_)) else {"int": int(value)}
+
+        args = [spec(n) for n in self.spec["args"]]
+        kwargs = {n: spec(n) for n in self.spec.get("kwargs", []) if n in arrays or values.get(n) is not None}
+        req = {"op": "call", "args": args, "kwargs": kwargs, "return_inputs": return_inputs}
+        if memory:
+            req[wire.MEMORY] = True
+        if grad:
+            send[wire.GRAD_OUTPUT] = grad_output
+            req["grad_output"] = wire.GRAD_OUTPUT
+        head, out = self.session.request(req, send)
+        grads = {k[len(wire.GRAD):]: v for k, v in out.items() if k.startswith(wire.GRAD)}
+        inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
+        return Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, memory=head.get(wire.MEMORY))
 
     def _spec(self, name: str, case: Case, arrays: dict, layout: str, **extra) -> dict:
         if name in INT_FIELDS:

@@ -117,6 +117,14 @@ def _checked_header(head: dict) -> dict:
                           "dtype": clean_text(str(p.get("dtype", "")), 40)} for p in items[:200]]
     if "flops" in head and not (head["flops"] is None or type(head["flops"]) is int):
         raise WireError("frame header field 'flops' is not an integer")
+    if "memory" in head:
+        mem = head["memory"]
+        if not (isinstance(mem, dict) and type(mem.get("peak_bytes")) is int and 0 <= mem["peak_bytes"] < 2 ** 62):
+            raise WireError("frame header field 'memory' is malformed")
+        head["memory"] = {k: v for k, v in mem.items()
+                          if k in ("peak_bytes", "numpy_peak_bytes", "torch_peak_bytes") and type(v) is int}
+        head["memory"]["method"] = clean_text(str(mem.get("method", "")), 60)
+        head["memory"]["intact"] = mem.get("intact") is True
     return head
 
 

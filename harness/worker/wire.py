@@ -42,6 +42,7 @@ INPUT = "input:"         # INPUT + argument array name, or INPUT + PARAM + param
 PARAM = "param:"
 WEIGHT = "p:"            # WEIGHT + case field (wq, bq, wqkv...): a value the host loads into a parameter
 GRAD_OUTPUT = "G"        # the upstream gradient for backward
+MEMORY = "memory"        # call request flag: measure the call's peak extra memory; the result header's field
 
 
 class WireError(ValueError):

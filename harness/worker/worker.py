@@ -109,6 +109,63 @@ def _flop_counter(torch: ModuleType):
     return flop_counter.FlopCounterMode(display=False)
 
 
+def _storage_meter(torch: ModuleType):
+    """A TorchDispatchMode that counts the bytes of tensor storage allocated while it is active and still alive,
+    and their peak. Only fresh results count (an op whose schema says its result aliases an input, a view or an
+    in-place op, allocates nothing); a weakref callback on each storage takes its bytes off when it is freed.
+    Kept lean (one dict lookup per op): it runs on every aten op of the measured call."""
+    import weakref
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    Tensor = torch.Tensor
+
+    class LiveStorage(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False  # else __torch_dispatch__ is wrapped in torch._disable_dynamo: a ~1.5 s dynamo import
+
+        def __init__(self):
+            super().__init__()
+            self.live = self.peak = 0
+            self.refs: dict[int, tuple] = {}       # id(storage) -> (weakref, nbytes)
+            self.fresh: dict[object, bool] = {}    # op -> its results are new allocations
+
+        def _track(self, t) -> None:
+            try:
+                storage = t.untyped_storage()
+            except (RuntimeError, NotImplementedError):  # a tensor without a plain storage
+                return
+            key = id(storage)
+            if key not in self.refs:
+                n = storage.nbytes()
+                self.refs[key] = (weakref.ref(storage, lambda _, key=key: self._free(key)), n)
+                self.live += n
+                if self.live > self.peak:
+                    self.peak = self.live
+
+        def _free(self, key: int) -> None:
+            entry = self.refs.pop(key, None)
+            if entry is not None:
+                self.live -= entry[1]
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            fresh = self.fresh.get(func)
+            if fresh is None:
+                fresh = self.fresh[func] = not any(r.alias_info is not None for r in func._schema.returns)
+            if fresh:
+                if isinstance(out, Tensor):
+                    self._track(out)
+                elif isinstance(out, (tuple, list)):
+                    for t in out:
+                        if isinstance(t, Tensor):
+                            self._track(t)
+            return out
+
+    return LiveStorage()
+
+
 def warm_up(track: str) -> None:
     """Import what a worker needs and run one small attention-shaped forward and backward (float32 and float64,
     with a mask, and a FLOP count), so that a warm worker pays none of torch's lazy initialisation on the
@@ -322,23 +379,67 @@ class Worker:
     def op_call(self, req: dict, arrays: dict) -> tuple[dict, dict]:
         args = [self._value(s, arrays) for s in req.get("args", [])]
         kwargs = {k: self._value(s, arrays) for k, s in req.get("kwargs", {}).items()}
+        extra = {}
         try:
-            out = self.target(*args, **kwargs)
+            if req.get(wire.MEMORY):
+                out, extra[wire.MEMORY] = self._measured_call(args, kwargs)
+            else:
+                out = self.target(*args, **kwargs)
         except MemoryError:
             return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised during the call"}, {}
         except BaseException as exc:
             return _error(exc, self.path, "call"), {}
         if req.get("tree"):
             head, send, _ = self._describe_tree(out)
+            arr = None
         else:
             info, arr = self._describe_output(out)
             head, send = {"output": info}, ({} if arr is None else {wire.OUT: arr})
-        if req.get("return_inputs"):
+        grad_name = req.get("grad_output")
+        if grad_name and arr is not None and self.torch is not None and getattr(out, "requires_grad", False):
+            try:  # a function-style torch track: gradients of the tensor arguments sent with requires_grad
+                (out * self.torch.from_numpy(arrays[grad_name]).to(out.dtype)).sum().backward()
+            except MemoryError:
+                return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised in backward"}, {}
+            except BaseException as exc:
+                return _error(exc, self.path, "backward"), {}
             for spec, value in zip(req.get("args", []), args):
-                self._inputs_after(send, spec, value, np.ndarray)
+                if spec.get("requires_grad") and isinstance(value, self.torch.Tensor) and value.grad is not None:
+                    send[wire.GRAD + spec['array']] = self._to_numpy(value.grad, self.torch)
+        if req.get("return_inputs"):
+            kind = np.ndarray if self.torch is None else (np.ndarray, self.torch.Tensor)
+            for spec, value in zip(req.get("args", []), args):
+                self._inputs_after(send, spec, value, kind)
             for k, value in kwargs.items():
-                self._inputs_after(send, req["kwargs"][k], value, np.ndarray)
-        return dict({"kind": wire.RESULT}, **head), send
+                self._inputs_after(send, req["kwargs"][k], value, kind)
+        return dict({"kind": wire.RESULT}, **head, **extra), send
+
+    def _measured_call(self, args: list, kwargs: dict) -> tuple[object, dict]:
+        """The call with its peak extra memory measured (request flag ``memory``): NumPy, the peak of what the
+        call allocated (tracemalloc; NumPy reports its buffers to it); torch, the peak of live tensor storage the
+        call allocated (a dispatch mode; the call runs under torch.no_grad; a detour through NumPy is not seen,
+        and would cut the gradients anyway). Arguments allocated before the call are not counted; the output
+        is. Self-reported by the worker: best effort."""
+        torch = self.torch
+        if torch is not None:
+            from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+            meter = _storage_meter(torch)
+            with torch.no_grad(), meter:
+                out = self.target(*args, **kwargs)
+                intact = _get_current_dispatch_mode() is meter  # the call did not pop the meter
+            return out, {"peak_bytes": int(meter.peak), "method": "torch_dispatch", "intact": intact}
+        import tracemalloc
+
+        tracemalloc.start()
+        try:
+            out = self.target(*args, **kwargs)
+            intact = tracemalloc.is_tracing()  # the call did not stop (or restart) the tracing
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        report = {"peak_bytes": int(peak), "method": "tracemalloc", "intact": intact}
+        return out, report
 
     def op_init(self, req: dict) -> tuple[dict, dict]:
         torch = self.torch
