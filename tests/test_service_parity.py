@@ -28,7 +28,8 @@ REDTEAM = [c for c in CASES if not c.slow and not c.limits and c.name not in {
     and c.name not in NEEDS_LOCAL_ISOLATION
     and "@@" not in (ROOT / "tests" / "redteam" / f"{c.name}.py").read_text()
     and "timeout" not in (c.only or ()) + tuple(c.some)]
-MUTANTS = [(ex, tr) for ex in ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention") for tr in ("numpy", "torch")]
+MUTANTS = [(ex, tr) for ex in ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention")
+           for tr in ("numpy", "torch")]
 
 
 @pytest.fixture(scope="module")
