@@ -414,10 +414,11 @@ def sweep_now() -> list[str]:
     return removed
 
 
-def leftovers() -> list[str]:
-    """Names of this process's worker cgroups that still exist (tests prove nothing is left behind)."""
+def leftovers(pid: int | None = None) -> list[str]:
+    """Names of the worker cgroups of grader ``pid`` (default: this process) that still exist (tests prove
+    nothing is left behind)."""
     found = set()
-    mine = f"{PREFIX}{os.getpid()}-"
+    mine = f"{PREFIX}{pid or os.getpid()}-"
     for parent in support().dirs.values():
         try:
             found.update(n for n in os.listdir(parent) if n.startswith(mine) and "-probe-" not in n)
