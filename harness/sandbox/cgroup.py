@@ -16,12 +16,15 @@ why, the report's ``environment.cgroup`` records it and `grade sandbox doctor` s
 
 from __future__ import annotations
 
+import atexit
+import concurrent.futures
 import dataclasses
 import errno
 import functools
 import itertools
 import os
 import signal
+import threading
 import time
 
 ROOT = "/sys/fs/cgroup"
@@ -96,16 +99,16 @@ def support() -> Support:
     """Detected once per process, with a real probe: a cgroup is made, limited and removed."""
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         return Support(None, {}, False, False, f"disabled by {DISABLE_ENV}")
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return Support(None, {}, False, False, "the grader is not root (a cgroup of its own needs root or a "
-                                               "delegated cgroup v2 subtree)")
     try:
         mounts, own = _mounts(), _own_paths()
     except (OSError, ValueError) as exc:
         return Support(None, {}, False, False, f"cannot read this process's cgroups: {exc}")
     v2 = [m for m in mounts if m[0] == ROOT and m[2] == "cgroup2"]
-    if v2:
+    if v2:  # not only root: a delegated subtree (systemd-run --user --scope -p Delegate=yes) works too
         return _probe_v2(_join(v2[0][0], v2[0][1], own.get("", "/")))
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return Support(None, {}, False, False, "the grader is not root (cgroup v1 here: a cgroup of its own "
+                                               "needs root)")
     dirs = {}
     for controller in V1_CONTROLLERS:
         found = [m for m in mounts if m[2] == "cgroup" and controller in m[3].split(",")]
@@ -285,13 +288,14 @@ class WorkerCgroup:
             info["oom_killed"] = True
         return info
 
-    def kill(self, timeout: float = 5.0) -> bool:
-        """SIGKILL everything in the cgroup; whether it is empty by ``timeout``."""
+    def kill(self, timeout: float = 5.0, *, wait: bool = True) -> bool:
+        """SIGKILL everything in the cgroup; whether it is empty by ``timeout``. ``wait=False``: one pass (the
+        members are frozen, killed, thawed: none can fork past it), without waiting for them to exit."""
         if not self.dirs:
             return True
         base = self.dirs.get("unified")
         if base and _try_write(os.path.join(base, "cgroup.kill"), "1"):
-            return self._wait_empty(timeout)
+            return self._wait_empty(timeout) if wait else False
         freezer = self.dirs.get("freezer")
         deadline = time.monotonic() + timeout
         while True:
@@ -304,6 +308,8 @@ class WorkerCgroup:
                     pass
             if frozen:
                 _try_write(os.path.join(freezer, "freezer.state"), "THAWED")  # the kills land on thawing
+            if not wait:
+                return not members
             if not members or self._wait_empty(0.05) or time.monotonic() >= deadline:
                 return not self.members()
 
@@ -325,6 +331,45 @@ class WorkerCgroup:
             else:
                 gone = False
         return gone
+
+
+_remover: concurrent.futures.ThreadPoolExecutor | None = None
+_pending: set = set()
+_pending_lock = threading.Lock()
+
+
+def retire(group: WorkerCgroup) -> None:
+    """Kill everything in ``group`` now; wait for it to exit and remove the cgroup in the background (the report
+    does not wait for the members' exit; :func:`drain` does, and runs at exit)."""
+    global _remover
+    group.kill(wait=False)
+    with _pending_lock:
+        try:
+            if _remover is None:
+                _remover = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="cgroup-remove")
+                atexit.register(drain)
+            future = _remover.submit(group.remove)
+        except RuntimeError:  # the interpreter is shutting down: remove it here
+            future = None
+        else:
+            _pending.add(future)
+    if future is None:
+        group.remove()
+        return
+    future.add_done_callback(_done)
+
+
+def _done(future) -> None:
+    with _pending_lock:
+        _pending.discard(future)
+
+
+def drain(timeout: float = 10.0) -> bool:
+    """Wait until every retired cgroup is removed (or given up: the sweep takes it later); whether all are done."""
+    with _pending_lock:
+        pending = list(_pending)
+    done, not_done = concurrent.futures.wait(pending, timeout)
+    return not not_done
 
 
 def _try_write(path: str, value: str) -> bool:
@@ -417,6 +462,7 @@ def sweep_now() -> list[str]:
 def leftovers(pid: int | None = None) -> list[str]:
     """Names of the worker cgroups of grader ``pid`` (default: this process) that still exist (tests prove
     nothing is left behind)."""
+    drain()
     found = set()
     mine = f"{PREFIX}{pid or os.getpid()}-"
     for parent in support().dirs.values():

@@ -239,7 +239,7 @@ class LocalHandle(WorkerHandle):
         except (ProcessLookupError, PermissionError):
             pass
         if self.cgroup is not None:  # whatever left the process group (setsid) is still in the cgroup
-            self.cgroup.kill()
+            self.cgroup.kill(wait=False)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not wait on anything
@@ -264,8 +264,9 @@ class LocalHandle(WorkerHandle):
                 stream.close()
             except (OSError, AttributeError):
                 pass
-        if self.cgroup is not None:
-            self.cgroup.remove()  # kills any leftover first; one that cannot be removed is swept later
+        if self.cgroup is not None:  # killed now, removed once empty (in the background; a leftover is swept)
+            cgroup.retire(self.cgroup)
+            self.cgroup = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -424,7 +425,7 @@ class ZygoteHandle(WorkerHandle):
         if self.proc.returncode is None:
             self.proc.kill()
             if self.cgroup is not None:
-                self.cgroup.kill()
+                self.cgroup.kill(wait=False)
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:  # pragma: no cover - the zygote died with it (see Zygote)
@@ -449,7 +450,8 @@ class ZygoteHandle(WorkerHandle):
             except OSError:
                 pass
         if self.cgroup is not None:
-            self.cgroup.remove()
+            cgroup.retire(self.cgroup)
+            self.cgroup = None
 
 
 class Zygote:
