@@ -270,3 +270,27 @@ def test_making_a_cgroup_costs_little():
     for _ in range(10):
         cgroup.create(Limits()).remove()
     assert (time.perf_counter() - t0) / 10 < 0.05
+
+
+def test_a_grader_killed_outright_leaves_cgroups_that_the_next_one_sweeps(tmp_path):
+    """SIGKILL the grader while its worker runs: the worker dies with it (PDEATHSIG), its cgroup stays behind
+    named for the dead grader, and the next grader's sweep removes it."""
+    _need_cgroups()
+    sub = write(tmp_path, "sleepy.py", "import time\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n"
+                                       "    time.sleep(300)\n")
+    grader = subprocess.Popen(["grade", "mha", str(sub), "--sandbox", "local", "-q", "--timeout", "120"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not cgroup.leftovers(grader.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cgroup.leftovers(grader.pid), "the grader never made a worker cgroup"
+        time.sleep(0.5)  # the worker is in its call
+    finally:
+        grader.kill()
+        grader.wait()
+    left = cgroup.leftovers(grader.pid)
+    assert left
+    removed = cgroup.sweep_now()
+    assert set(left) <= set(removed)
+    assert cgroup.leftovers(grader.pid) == []

@@ -359,6 +359,15 @@ def retire(group: WorkerCgroup) -> None:
     future.add_done_callback(_done)
 
 
+def _forget_remover() -> None:  # a forked child has no remover thread: it starts its own if it needs one
+    global _remover, _pending, _pending_lock
+    _remover, _pending, _pending_lock = None, set(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_remover)
+
+
 def _done(future) -> None:
     with _pending_lock:
         _pending.discard(future)
