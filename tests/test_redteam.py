@@ -287,6 +287,10 @@ def check_nothing_left(case: Case, arena: Arena, backend: str, *, pid: int | Non
         containers = [n for n in containers if n not in owned["containers"]]
     assert children == set(), "a worker process is still running"
     assert containers == [], "grader containers left behind"
+    if backend == "local" and pool is None:  # a warm pool's idle workers hold cgroups of their own
+        from harness.sandbox import cgroup
+
+        assert cgroup.leftovers(pid) == [], "worker cgroups left behind"
     # host canaries and the submission's folder: untouched, nothing added
     assert sorted(p.name for p in arena.sub_dir.iterdir()) == sorted(["canary.txt", arena.submission.name])
     assert arena.canary.read_text() == CANARY_TEXT

@@ -44,7 +44,18 @@ def sandbox_doctor(image):
         click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
         if not c.ok and c.hint:
             click.echo(f"     fix: {c.hint}")
+    _local_doctor()
     sys.exit(EXIT_PASSED if all(c.ok for c in checks) else EXIT_FAILED)
+
+
+def _local_doctor() -> None:
+    """The local backend's limits (information: they do not change the exit status, which is Docker's)."""
+    from harness.sandbox.local import doctor_checks
+
+    for c in doctor_checks():
+        click.echo(f"{'ok  ' if c.ok else 'warn'} {c.name}: {c.detail}")
+        if not c.ok and c.hint:
+            click.echo(f"     fix: {c.hint}")
 
 
 @sandbox.command("status", short_help="Exit 0 iff the sandbox image is present and current (quick).")

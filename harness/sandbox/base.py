@@ -28,10 +28,10 @@ class Limits:
     call_timeout_s: float = 20.0       # wall clock per request, enforced by the host
     total_timeout_s: float = 300.0     # wall clock for all of one submission's requests together
     startup_timeout_s: float = 60.0    # wall clock for interpreter + imports + the candidate's module body
-    memory_mb: int = 2048              # address space (local) / --memory = --memory-swap (docker)
+    memory_mb: int = 2048              # address space + memory cgroup (local) / --memory (docker)
     cpu_s: int = 300                   # CPU seconds for the worker's lifetime (local RLIMIT_CPU)
     cpus: float = 1.0                  # docker --cpus
-    pids: int = 64                     # docker --pids-limit
+    pids: int = 64                     # docker --pids-limit / the local worker's cgroup pids.max
     nofile: int = 256                  # open files
     fsize_mb: int = 16                 # largest file the worker may write
     tmpfs_mb: int = 64                 # docker scratch tmpfs

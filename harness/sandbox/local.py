@@ -26,6 +26,7 @@ import threading
 from pathlib import Path
 
 from harness.core.process import die_with_parent
+from harness.sandbox import cgroup
 from harness.sandbox.base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
 
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LD_LIBRARY_PATH")
@@ -214,8 +215,10 @@ def scrubbed_env(home: str) -> dict:
     return env
 
 
-def _limit_resources(limits: Limits) -> None:  # runs in the child between fork and exec
+def _limit_resources(limits: Limits, group: "cgroup.WorkerCgroup | None" = None) -> None:  # between fork and exec
     die_with_parent()  # unshare --kill-child then takes the worker down with it
+    if group is not None:  # before exec: everything the worker ever starts is inside its cgroup's limits
+        group.join()
     mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mb, limits.memory_mb * mb))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5))
@@ -225,15 +228,18 @@ def _limit_resources(limits: Limits) -> None:  # runs in the child between fork 
 
 
 class LocalHandle(WorkerHandle):
-    def __init__(self, proc: subprocess.Popen, workdir: str):
+    def __init__(self, proc: subprocess.Popen, workdir: str, group: "cgroup.WorkerCgroup | None" = None):
         self.proc = proc
         self.workdir = workdir
+        self.cgroup = group
 
     def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if self.cgroup is not None:  # whatever left the process group (setsid) is still in the cgroup
+            self.cgroup.kill(wait=False)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not wait on anything
@@ -244,6 +250,8 @@ class LocalHandle(WorkerHandle):
         code = info.get("exit_code")
         if code is not None and code > 128 and self.namespaced:
             info["signal"] = code - 128  # unshare --fork reports the child's signal as 128+n
+        if self.cgroup is not None:  # an OOM kill by the memory cgroup: oom_killed (status memory)
+            info.update(self.cgroup.evidence())
         return info
 
     namespaced = False
@@ -256,6 +264,9 @@ class LocalHandle(WorkerHandle):
                 stream.close()
             except (OSError, AttributeError):
                 pass
+        if self.cgroup is not None:  # killed now, removed once empty (in the background; a leftover is swept)
+            cgroup.retire(self.cgroup)
+            self.cgroup = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -323,11 +334,18 @@ class LocalSandbox(Sandbox):
         home = os.path.join(root, "home")  # cwd, HOME and TMPDIR of the worker
         if root == workdir:
             os.mkdir(home, 0o700)
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=workdir if root != workdir else home, env=scrubbed_env(home),
-                                start_new_session=True, preexec_fn=functools.partial(_limit_resources, limits),
-                                close_fds=True)
-        handle = LocalHandle(proc, workdir)
+        group = _new_cgroup(limits, workdir)
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    cwd=workdir if root != workdir else home, env=scrubbed_env(home),
+                                    start_new_session=True,
+                                    preexec_fn=functools.partial(_limit_resources, limits, group), close_fds=True)
+        except BaseException:
+            if group is not None:
+                group.remove()
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+        handle = LocalHandle(proc, workdir, group)
         handle.namespaced = bool(prefix)
         return handle
 
@@ -338,7 +356,26 @@ class LocalSandbox(Sandbox):
 
     def describe(self) -> dict:
         return {"sandbox": self.name, "namespaces": bool(namespace_prefix()),
-                "read_only_fs": mount_isolation()}
+                "read_only_fs": mount_isolation(), "cgroup": cgroup.support().describe()}
+
+
+def doctor_checks() -> list:
+    """`grade sandbox doctor`'s lines for the local backend: whether its process and memory limits bind."""
+    from harness.sandbox.base import DoctorCheck
+
+    return [DoctorCheck(*c) for c in cgroup.doctor_checks()]
+
+
+def _new_cgroup(limits: Limits, workdir: str | None = None) -> "cgroup.WorkerCgroup | None":
+    """The worker's own cgroup (pids, memory), or None where cgroups are unavailable (see cgroup.support)."""
+    from harness.core.errors import InfrastructureError
+
+    try:
+        return cgroup.create(limits)
+    except OSError as exc:
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise InfrastructureError(f"could not make the local worker's cgroup: {exc}") from exc
 
 
 # -- the zygote: warm workers forked from a process that has done the imports -------------------------------
@@ -380,12 +417,15 @@ class ZygoteHandle(WorkerHandle):
     namespaced = True
     warm = True
 
-    def __init__(self, proc: ForkedProc):
+    def __init__(self, proc: ForkedProc, group: "cgroup.WorkerCgroup | None" = None):
         self.proc = proc
+        self.cgroup = group
 
     def kill(self) -> None:
         if self.proc.returncode is None:
             self.proc.kill()
+            if self.cgroup is not None:
+                self.cgroup.kill(wait=False)
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:  # pragma: no cover - the zygote died with it (see Zygote)
@@ -397,6 +437,8 @@ class ZygoteHandle(WorkerHandle):
         if code is not None and code > 128:
             info["signal"] = code - 128  # like unshare --fork: the worker's signal as 128+n
         info["warm"] = True
+        if self.cgroup is not None:
+            info.update(self.cgroup.evidence())
         return info
 
     def cleanup(self) -> None:
@@ -407,6 +449,9 @@ class ZygoteHandle(WorkerHandle):
                 stream.close()
             except OSError:
                 pass
+        if self.cgroup is not None:
+            cgroup.retire(self.cgroup)
+            self.cgroup = None
 
 
 class Zygote:
@@ -560,6 +605,12 @@ class Zygote:
         """Fork a warm worker with ``limits``; it answers ``idle`` on its stdout once it is set up."""
         from harness.core.errors import InfrastructureError
 
+        group = _new_cgroup(limits)  # made here, joined by the forked child before anything else it does
+        try:
+            joins = group.open_procs() if group is not None else []
+        except OSError as exc:
+            group.remove()
+            raise InfrastructureError(f"could not open the warm worker's cgroup: {exc}") from exc
         pipes = [os.pipe() for _ in range(3)]
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
         ours = [pipes[0][1], pipes[1][0], pipes[2][0]]
@@ -571,13 +622,15 @@ class Zygote:
             with self._lock:
                 if self.dead:
                     raise OSError("the zygote is gone")
-                self._send({"op": "spawn", "id": ident, "limits": spec}, theirs)
+                self._send({"op": "spawn", "id": ident, "limits": spec, "cgroup_fds": len(joins)}, theirs + joins)
         except OSError as exc:
             for fd in ours:
                 os.close(fd)
+            if group is not None:
+                group.remove()
             raise InfrastructureError(f"the local zygote is not answering: {exc}") from exc
         finally:
-            for fd in theirs:
+            for fd in theirs + joins:
                 os.close(fd)
         proc = ForkedProc(self, ident, *ours)
         with self._cond:
@@ -588,10 +641,10 @@ class Zygote:
                 self._procs.pop(ident, None)
                 proc.returncode = 70
         if proc.returncode is not None:
-            ZygoteHandle(proc).cleanup()
+            ZygoteHandle(proc, group).cleanup()
             why = (answer or {}).get("message") or ("the zygote died" if self.dead else "no answer")
             raise InfrastructureError(f"the local zygote could not fork a worker: {why}")
-        return ZygoteHandle(proc)
+        return ZygoteHandle(proc, group)
 
     def kill(self, proc: ForkedProc) -> None:
         try:

@@ -8,8 +8,9 @@ its siblings worker.py + wire.py); it runs inside the local sandbox, in the moun
 The host talks to it over a SOCK_SEQPACKET socket (fd N), one JSON message per packet:
 
     zygote -> host  {"op": "up", "threads": n}                       imports and warm-up done
-    host -> zygote  {"op": "spawn", "id": i, "limits": {...}}  + 3 fds (SCM_RIGHTS): the child's stdin, stdout,
-                                                                      stderr
+    host -> zygote  {"op": "spawn", "id": i, "limits": {...}, "cgroup_fds": k}  + 3 + k fds (SCM_RIGHTS): the
+                                      child's stdin, stdout, stderr, then the cgroup.procs files of its own cgroup
+                                      (k = 0 where the host has no cgroups)
     zygote -> host  {"op": "spawned", "id": i} | {"op": "failed", "id": i, "message": ...}
     host -> zygote  {"op": "kill", "id": i}
     host -> zygote  {"op": "connect"} + 1 fd: one more control connection (another grading process of the same
@@ -18,7 +19,8 @@ The host talks to it over a SOCK_SEQPACKET socket (fd N), one JSON message per p
     zygote -> host  {"op": "exit", "id": i, "code": c}                c as ``unshare --fork`` reports it (128+n
                                                                       for a signal)
 
-Each request forks a child C, which takes the three fds as 0, 1, 2 and unshares fresh mount, PID, network, IPC
+Each request forks a child C, which first joins its own cgroup (pids and memory limits; it writes "0" to each
+cgroup.procs descriptor), takes the three fds as 0, 1, 2 and unshares fresh mount, PID, network, IPC
 and UTS namespaces, then forks G, pid 1 of the new PID namespace (when it exits, everything left in the
 namespace dies). C only waits for G and exits with its status. G makes the mounts private, replaces ``--root``
 (the zygote's /tmp) with a fresh size-capped tmpfs of its own (the interpreter's folders that lived there are
@@ -54,6 +56,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVA
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 NOBODY = 65534
 MAX_MSG = 65536
+MAX_FDS = 8  # a spawn's stdin, stdout, stderr and the cgroup.procs files of its cgroup (one per v1 hierarchy)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -216,13 +219,26 @@ def _worker(opts, spec: dict, home: str) -> None:
     w.serve_warm(opts.root)
 
 
+def _join_cgroup(fds: list) -> None:
+    """Enter the worker's own cgroup (pids and memory limits) through the host's descriptors of its
+    ``cgroup.procs`` files ("0": the writing process); everything C forks from here on is inside it."""
+    for fd in fds:
+        os.write(fd, b"0")
+
+
 def _child(opts, spec: dict, fds: list, zygote: int) -> None:
-    """C: take the fds as 0, 1, 2, unshare, fork the worker, wait for it, exit with its status."""
+    """C: join the worker's cgroup, take the fds as 0, 1, 2, unshare, fork the worker, wait for it, exit with
+    its status."""
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     die_with_parent(zygote)
-    for target, fd in enumerate(fds):
+    try:
+        _join_cgroup(fds[3:])
+    except OSError as exc:  # the host asked for limits that cannot be had: no worker (a grader fault)
+        os.write(fds[2], f"warm worker set-up failed: cannot join its cgroup: {exc}\n".encode()[:2000])
+        os._exit(70)
+    for target, fd in enumerate(fds[:3]):
         os.dup2(fd, target)
     os.closerange(3, 1 << 16)
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
@@ -296,7 +312,7 @@ def serve(opts) -> None:
             if conn is None:
                 continue
             try:
-                data, fds, _, _ = socket.recv_fds(conn, MAX_MSG, 3)
+                data, fds, _, _ = socket.recv_fds(conn, MAX_MSG, MAX_FDS)
             except InterruptedError:
                 continue
             except OSError:
@@ -308,7 +324,7 @@ def serve(opts) -> None:
                 continue
             msg = json.loads(data)
             op = msg.get("op")
-            if op == "spawn" and len(fds) == 3:
+            if op == "spawn" and len(fds) == 3 + int(msg.get("cgroup_fds") or 0):
                 try:
                     pid = os.fork()
                 except OSError as exc:
@@ -334,7 +350,7 @@ def serve(opts) -> None:
                         except ProcessLookupError:
                             pass
             elif op == "spawn":
-                _reply(conn, {"op": "failed", "id": msg.get("id"), "message": "expected 3 descriptors"})
+                _reply(conn, {"op": "failed", "id": msg.get("id"), "message": "expected 3 descriptors (+ cgroup's)"})
             for fd_ in fds:
                 os.close(fd_)
         while True:  # reap: C's exit status is the worker's
