@@ -117,7 +117,7 @@ def test_consecutive_submissions_see_nothing_of_each_other(pool, track, tmp_path
     # Python's, NumPy's and torch's generators are reseeded from the OS for every worker: no two share a stream
     for key in ("random", "np_random") + (("torch_rand",) if track == "torch" else ()):
         assert len({s[key] for s in states}) == 3, key
-    assert len(first["fds"]) <= 6, first["fds"]  # 0, 1, 2, the protocol's copy of 1, the listing itself
+    assert len(first["fds"]) <= 6, first["fds"]  # 0, 1, 2, the protocol's copy of 1, the input exchange, the listing
     if pool.name == "local":
         assert first["pid"] == 2  # its own PID namespace, under a minimal init
         assert first["uid"] != 0 or os.getuid() != 0  # as root, the worker runs as nobody

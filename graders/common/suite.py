@@ -103,10 +103,13 @@ def check_not_mutated(candidate, case: Case, record) -> None:
             changed.append(name)
     if not result.inputs_after:
         raise CheckFailure("the worker did not return the arguments for the mutation check")
+    reported = sorted(set(result.inputs_after) - set(result.read_back))
     if changed:
         record.signature("mutation", changed=changed)
         raise CheckFailure(f"your code modified its arguments in place: {', '.join(sorted(changed))}",
-                           {"mutated": sorted(changed)})
+                           {"mutated": sorted(changed), "read_back_by_host": list(result.read_back),
+                            "reported_by_worker": reported})
+    record.note(read_back_by_host=list(result.read_back), reported_by_worker=reported)
 
 
 def check_deterministic(candidate, case: Case) -> None:
@@ -161,7 +164,8 @@ def compare_grads(result, expected: dict, dtype) -> None:
 def check_structure(candidate, case: Case) -> dict:
     """The module's parameters load into a known layout with exactly the expected count."""
     layout = candidate.build(d=case.d, h=case.h, g=case.g, bias=case.has_bias)
-    return {"layout": layout.kind, "parameter_count": layout.count}
+    return {"layout": layout.kind, "parameter_count": layout.count,
+            "checked_by": getattr(candidate, "layout_check", None)}
 
 
 def expected_param_count(d: int, h: int, g: int | None, bias: bool) -> int:

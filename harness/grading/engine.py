@@ -120,6 +120,8 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
            "limits": lim.to_dict(), "worker_starts": session.starts, **box.describe()}
     if session.worker_versions:
         env["worker"] = session.worker_versions
+    if session.readback_log:  # who read the arguments back for the mutation check: the host, or the worker's word
+        env["input_readback"] = dict(session.readback_log)
     if plugin.collection_errors:
         env["collection_errors"] = plugin.collection_errors[:3]
     report = Report(exercise=ex.name, track=track, verdict=verdict,

@@ -50,6 +50,11 @@ class WorkerHandle(ABC):
     """A running worker: ``proc`` has stdin/stdout/stderr pipes (binary)."""
 
     proc: subprocess.Popen
+    exchange = None  # harness.sandbox.exchange.Exchange: argument memory the host reads back (None: not offered)
+
+    def close_exchange(self) -> None:
+        if self.exchange is not None:
+            self.exchange.close()
 
     @abstractmethod
     def kill(self) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from harness.core.process import die_with_parent
 from harness.sandbox.base import WORKER_DIR, WORKER_FILES, DoctorCheck, Limits, Sandbox, WorkerHandle
 
+EXCHANGE_PATH = "/exchange"  # the input exchange file inside the container
 LABEL = "grader.container"
 LABEL_STARTED = "grader.started"
 LABEL_DEADLINE = "grader.deadline"
@@ -165,6 +166,19 @@ _sweep_lock = threading.Lock()
 _swept = False
 
 
+def _exchange():
+    """A file for the worker's input exchange (harness/sandbox/exchange.py), bind-mounted into the container;
+    None where none can be made (``GRADER_NO_EXCHANGE=1`` turns it off: the worker reports its inputs itself)."""
+    from harness.sandbox.exchange import Exchange
+
+    if os.environ.get("GRADER_NO_EXCHANGE"):
+        return None
+    try:
+        return Exchange.file()
+    except OSError:
+        return None
+
+
 class DockerHandle(WorkerHandle):
     def __init__(self, proc: subprocess.Popen, name: str, workdir: str, started: float):
         self.proc = proc
@@ -253,6 +267,7 @@ class DockerHandle(WorkerHandle):
         if self._client is not None:
             self._client.close()
             self._client = None
+        self.close_exchange()
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -337,7 +352,7 @@ class DockerSandbox(Sandbox):
 
     # -- start --------------------------------------------------------------------------------------------
     def command(self, *, name: str, track: str, entry: str | None, mount_dir: str | None, limits: Limits,
-                started: float, warm_up: bool = True) -> list[str]:
+                started: float, warm_up: bool = True, exchange: str | None = None) -> list[str]:
         """The ``docker run`` command line. ``entry=None``: a warm container (no mount; the worker imports, warms
         up, says idle and waits for the submission over its stdin, see :meth:`start_warm`)."""
         mb = 1024 * 1024
@@ -365,9 +380,13 @@ class DockerSandbox(Sandbox):
         ]
         if mount_dir is not None:
             cmd += ["--mount", f"type=bind,source={mount_dir},target=/submission,readonly"]
+        if exchange is not None:  # the one file of the host's the worker may write: its arguments (exchange.py)
+            cmd += ["--mount", f"type=bind,source={exchange},target={EXCHANGE_PATH}"]
         for key, value in env.items():
             cmd += ["-e", f"{key}={value}"]
         cmd += [self.image, "python3", "-I", "-B", "/opt/grader/worker.py", "--track", track]
+        if exchange is not None:
+            cmd += ["--exchange", EXCHANGE_PATH]
         if entry is None:
             return cmd + ["--warm", "--root", "/tmp"] + ([] if warm_up else ["--no-warm-up"])
         return cmd + ["--entry", entry, "/submission/submission.py"]
@@ -382,14 +401,18 @@ class DockerSandbox(Sandbox):
             raise InfrastructureError("the `docker` command is not installed")
         started = time.time()
         name = f"grader-{os.getpid()}-{secrets.token_hex(6)}"
+        exchange = _exchange()
         cmd = self.command(name=name, track=track, entry=None, mount_dir=None, limits=limits, started=started,
-                           warm_up=warm_up)
+                           warm_up=warm_up, exchange=exchange.path if exchange else None)
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True, close_fds=True, preexec_fn=die_with_parent)
         except OSError as exc:
+            if exchange:
+                exchange.close()
             raise InfrastructureError(f"could not start a warm docker container: {exc}") from exc
         handle = DockerHandle(proc, name, "", started)
+        handle.exchange = exchange
         handle.warm = True
         return handle
 
@@ -401,7 +424,9 @@ class DockerSandbox(Sandbox):
             raise InfrastructureError("the `docker` command is not installed")
         parent = os.environ.get("GRADER_SANDBOX_TMPDIR") or None  # a path the engine's host can also see
         workdir = tempfile.mkdtemp(prefix="grade-docker-", dir=parent)
+        exchange = None
         try:
+            exchange = _exchange()
             os.chmod(workdir, 0o755)  # the container user (uid 10001) must read the submission
             target = os.path.join(workdir, "submission.py")
             shutil.copyfile(submission, target)
@@ -409,13 +434,17 @@ class DockerSandbox(Sandbox):
             started = time.time()
             name = f"grader-{os.getpid()}-{secrets.token_hex(6)}"
             cmd = self.command(name=name, track=track, entry=entry, mount_dir=workdir, limits=limits,
-                               started=started)
+                               started=started, exchange=exchange.path if exchange else None)
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     start_new_session=True, close_fds=True, preexec_fn=die_with_parent)
         except OSError as exc:
             shutil.rmtree(workdir, ignore_errors=True)
+            if exchange:
+                exchange.close()
             raise InfrastructureError(f"could not start the docker sandbox: {exc}") from exc
-        return DockerHandle(proc, name, workdir, started)
+        handle = DockerHandle(proc, name, workdir, started)
+        handle.exchange = exchange
+        return handle
 
     def describe(self) -> dict:
         return {"sandbox": self.name, "image": self.image}

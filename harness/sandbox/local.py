@@ -227,6 +227,18 @@ def _limit_resources(limits: Limits, group: "cgroup.WorkerCgroup | None" = None)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def _exchange():
+    """A memfd for the worker's input exchange (harness/sandbox/exchange.py), or None where there is none."""
+    from harness.sandbox.exchange import Exchange
+
+    if os.environ.get("GRADER_NO_EXCHANGE"):
+        return None
+    try:
+        return Exchange.memfd()
+    except (OSError, AttributeError):  # no memfd_create (not Linux, an old kernel)
+        return None
+
+
 class LocalHandle(WorkerHandle):
     def __init__(self, proc: subprocess.Popen, workdir: str, group: "cgroup.WorkerCgroup | None" = None):
         self.proc = proc
@@ -267,6 +279,7 @@ class LocalHandle(WorkerHandle):
         if self.cgroup is not None:  # killed now, removed once empty (in the background; a leftover is swept)
             cgroup.retire(self.cgroup)
             self.cgroup = None
+        self.close_exchange()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -321,16 +334,19 @@ class LocalSandbox(Sandbox):
             shutil.copyfile(WORKER_DIR / name, os.path.join(worker_dir, name))
         shutil.copyfile(submission, os.path.join(workdir, "submission.py"))
         prefix = namespace_prefix()
+        exchange = _exchange()
+        extra = ["--exchange-fd", str(exchange.fd)] if exchange else []
         if mount_isolation():  # the worker runs from a copy on its own tmpfs (at /tmp when it may cover it)
             box = os.path.join(workdir, "box")
             os.mkdir(box)
             cover = cover_tmp()
             root = "/tmp" if cover else box
             hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(workdir), d)]
-            cmd = _mount_command(prefix, box, int(limits.tmpfs_mb), cover, hidden, self._command(root, track, entry))
+            cmd = _mount_command(prefix, box, int(limits.tmpfs_mb), cover, hidden,
+                                 self._command(root, track, entry) + extra)
         else:
             root = workdir
-            cmd = [*prefix, *self._command(root, track, entry)]
+            cmd = [*prefix, *self._command(root, track, entry), *extra]
         home = os.path.join(root, "home")  # cwd, HOME and TMPDIR of the worker
         if root == workdir:
             os.mkdir(home, 0o700)
@@ -339,13 +355,17 @@ class LocalSandbox(Sandbox):
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     cwd=workdir if root != workdir else home, env=scrubbed_env(home),
                                     start_new_session=True,
-                                    preexec_fn=functools.partial(_limit_resources, limits, group), close_fds=True)
+                                    preexec_fn=functools.partial(_limit_resources, limits, group), close_fds=True,
+                                    pass_fds=(exchange.fd,) if exchange else ())
         except BaseException:
             if group is not None:
                 group.remove()
+            if exchange:
+                exchange.close()
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         handle = LocalHandle(proc, workdir, group)
+        handle.exchange = exchange
         handle.namespaced = bool(prefix)
         return handle
 
@@ -452,6 +472,7 @@ class ZygoteHandle(WorkerHandle):
         if self.cgroup is not None:
             cgroup.retire(self.cgroup)
             self.cgroup = None
+        self.close_exchange()
 
 
 class Zygote:
@@ -614,6 +635,7 @@ class Zygote:
         pipes = [os.pipe() for _ in range(3)]
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1]]
         ours = [pipes[0][1], pipes[1][0], pipes[2][0]]
+        exchange = _exchange()  # a 4th descriptor: the worker's input exchange (the host keeps its own)
         spec = {k: int(getattr(limits, k)) for k in ("memory_mb", "cpu_s", "fsize_mb", "nofile", "tmpfs_mb")}
         with self._cond:
             self._next += 1
@@ -622,12 +644,15 @@ class Zygote:
             with self._lock:
                 if self.dead:
                     raise OSError("the zygote is gone")
-                self._send({"op": "spawn", "id": ident, "limits": spec, "cgroup_fds": len(joins)}, theirs + joins)
+                self._send({"op": "spawn", "id": ident, "limits": spec, "cgroup_fds": len(joins),
+                            "exchange": bool(exchange)}, theirs + ([exchange.fd] if exchange else []) + joins)
         except OSError as exc:
             for fd in ours:
                 os.close(fd)
             if group is not None:
                 group.remove()
+            if exchange:
+                exchange.close()
             raise InfrastructureError(f"the local zygote is not answering: {exc}") from exc
         finally:
             for fd in theirs + joins:
@@ -640,11 +665,13 @@ class Zygote:
             if answer is None or answer.get("op") != "spawned":
                 self._procs.pop(ident, None)
                 proc.returncode = 70
+        handle = ZygoteHandle(proc, group)
+        handle.exchange = exchange
         if proc.returncode is not None:
-            ZygoteHandle(proc, group).cleanup()
+            handle.cleanup()
             why = (answer or {}).get("message") or ("the zygote died" if self.dead else "no answer")
             raise InfrastructureError(f"the local zygote could not fork a worker: {why}")
-        return ZygoteHandle(proc, group)
+        return handle
 
     def kill(self, proc: ForkedProc) -> None:
         try:

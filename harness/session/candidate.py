@@ -41,6 +41,7 @@ class Result:
     tree: object = None                # a tuple output: nested lists of leaf indices (requests with "tree")
     leaves: list = dataclasses.field(default_factory=list)  # [(info, array or None)] per leaf of the tree
     memory: dict | None = None         # call(memory=True): peak_bytes (+ method, per-library peaks)
+    read_back: tuple = ()              # names in inputs_after the host read back itself (the rest: the worker's word)
 
 
 @dataclasses.dataclass
@@ -106,6 +107,8 @@ class Candidate:
         self._module_key = None
         self._layout: Layout | None = None
         self._layout_error: StructureError | None = None
+        self._source: str | None = None
+        self.layout_check: str | None = None  # where the parameter layout was checked (the static read or not)
         self.calls = 0
 
     # -- torch structure --------------------------------------------------------------------------
@@ -122,6 +125,7 @@ class Candidate:
             self._layout, self._layout_error = None, None
             d_kv = (g if g is not None else h) * (d // h)
             try:
+                self._cross_check(head.get("params", []), args, kwargs)
                 self._layout = match_layout(self.exercise, head.get("params", []), bias, d, d_kv)
             except StructureError as exc:
                 self._layout_error = exc
@@ -129,6 +133,26 @@ class Candidate:
         if self._layout_error:
             raise self._layout_error
         return self._layout
+
+    def _cross_check(self, reported: list[dict], args: list, kwargs: dict) -> None:
+        """The worker's parameter list against a static read of the file (harness/session/static_layout.py):
+        a report the file contradicts is a structure failure; where the file cannot be read for certain, the
+        report stands (``layout_check`` says which)."""
+        from harness.session.static_layout import declared_parameters
+
+        if self._source is None:
+            try:
+                self._source = self.session.submission.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError, AttributeError):
+                self._source = ""
+        declared = declared_parameters(self._source, self.session.entry, args, kwargs)
+        self.layout_check = "host: static read" if declared.params is not None else \
+            f"worker's report (the file cannot be read statically: {declared.reason})"
+        wrong = declared.disagreement(reported)
+        if wrong:
+            raise StructureError(f"the module's parameters do not match its source: {wrong}",
+                                 {"reported": [p["name"] for p in reported][:50],
+                                  "declared": sorted(declared.params)[:50]})
 
     def parameters(self, *, d: int, h: int, g: int | None = None, bias: bool = True) -> list[dict]:
         """The module's declared parameters (name, shape, dtype), whatever their layout."""
@@ -180,10 +204,12 @@ class Candidate:
         if grad:
             send[wire.GRAD_OUTPUT] = grad_output
             req["grad_output"] = wire.GRAD_OUTPUT
-        head, out = self.session.request(req, send)
+        head, out = self.session.request(req, send, readback=return_inputs)
         grads = {k[len(wire.GRAD):]: v for k, v in out.items() if k.startswith(wire.GRAD)}
         inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
-        return Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, memory=head.get(wire.MEMORY))
+        inputs, host = self._host_inputs(inputs)
+        return Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, memory=head.get(wire.MEMORY),
+                      read_back=host)
 
     def _spec(self, name: str, case: Case, arrays: dict, layout: str, **extra) -> dict:
         if name in INT_FIELDS:
@@ -211,9 +237,11 @@ class Candidate:
         req = {"op": "call", "args": args, "kwargs": kwargs, "return_inputs": return_inputs}
         if self.spec.get("returns"):
             req["tree"] = True
-        head, out = self.session.request(req, arrays)
+        head, out = self.session.request(req, arrays, readback=return_inputs)
         inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
-        return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), {}, inputs), head, out)
+        inputs, host = self._host_inputs(inputs)
+        return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), {}, inputs, read_back=host), head,
+                               out)
 
     @staticmethod
     def _with_tree(result: Result, head: dict, out: dict) -> Result:
@@ -222,6 +250,11 @@ class Candidate:
             result.tree = head["tree"]
             result.leaves = [(info, out.get(wire.LEAF + str(i))) for i, info in enumerate(head.get("leaves", []))]
         return result
+
+    def _host_inputs(self, inputs: dict) -> tuple[dict, tuple]:
+        """What the host read back itself replaces whatever the worker sent for the same names."""
+        host = self.session.read_back or {}
+        return {**inputs, **host}, tuple(sorted(host))
 
     def _run_torch(self, case, layout, mode, grad_output, return_inputs, flops) -> Result:
         lay = self.build(d=case.d, h=case.h, g=case.g, bias=case.has_bias)
@@ -249,7 +282,7 @@ class Candidate:
         if grad:
             arrays[wire.GRAD_OUTPUT] = grad_output
             req["grad_output"] = wire.GRAD_OUTPUT
-        head, out = self.session.request(req, arrays)
+        head, out = self.session.request(req, arrays, readback=return_inputs)
         grads, inputs = {}, {}
         inverse = {pname: field for field, pname in lay.names.items()}
         for key, value in out.items():
@@ -270,5 +303,6 @@ class Candidate:
                 grads[key[len(wire.GRAD):]] = value
             elif key.startswith(wire.INPUT):
                 inputs[key[len(wire.INPUT):]] = value
-        return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, head.get("flops")),
-                               head, out)
+        inputs, host = self._host_inputs(inputs)
+        return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, head.get("flops"),
+                                      read_back=host), head, out)

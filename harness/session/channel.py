@@ -149,6 +149,8 @@ class WorkerSession:
         self.exhausted: WorkerFault | None = None
         self.created = time.monotonic()
         self.worker_versions: dict = {}
+        self.read_back: dict | None = None  # the last request's arguments as the host read them back (exchange)
+        self.readback_log: dict = {}        # calls whose inputs the host read back / the worker reported, and why
 
     # -- life cycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -254,6 +256,9 @@ class WorkerSession:
                 head, _ = self._read_frame(self.start_time + self.limits.startup_timeout_s, phase="boot")
                 if head.get("kind") == wire.BOOT:
                     self.boot_time = time.monotonic()
+                    exchange = getattr(self.handle, "exchange", None)
+                    if exchange is not None:  # nothing of the candidate's has run: the handshake is the worker's
+                        exchange.verify()
                     return
                 failures.append(f"the worker sent {clean_text(str(head.get('kind')), 40)!r} before booting")
             except WorkerFault as fault:
@@ -270,13 +275,26 @@ class WorkerSession:
             self.start()
 
     # -- requests ---------------------------------------------------------------------------------
-    def request(self, header: dict, arrays: dict | None = None) -> tuple[dict, dict]:
-        """Send one request, wait for its answer. Raises WorkerFault or CandidateException."""
+    def request(self, header: dict, arrays: dict | None = None, *, readback: bool = False) -> tuple[dict, dict]:
+        """Send one request, wait for its answer. Raises WorkerFault or CandidateException. ``readback``: hand the
+        array arguments over through the worker's input exchange and read them back after the answer (then in
+        :attr:`read_back`; None when the worker has no working exchange: it reports its inputs itself)."""
         if self.handle is not None and self._ready and not self.ready_error and self.handle.proc.poll() is not None:
             self._restart()
         self.ensure_ready()
         from harness.worker import wire  # imported here so the worker starts before the host pays for NumPy
 
+        self.read_back, placed = None, None
+        if readback:
+            exchange = getattr(self.handle, "exchange", None)
+            if exchange is not None and exchange.verified:
+                arrays = dict(arrays or {})
+                placed = exchange.place(header, arrays, self.track)
+                self.readback_log["host"] = self.readback_log.get("host", 0) + 1
+            else:
+                self.readback_log["worker"] = self.readback_log.get("worker", 0) + 1
+                self.readback_log["reason"] = exchange.reason if exchange is not None else \
+                    f"the {self.sandbox.name} sandbox offers no input exchange"
         payload = wire.encode_frame(header, arrays)
         now = time.monotonic()
         budget_end = self.created + self.limits.total_timeout_s
@@ -298,6 +316,8 @@ class WorkerSession:
             status = head.get("status") if head.get("status") in ("memory",) else "error"
             fault = WorkerFault(status, clean_text(str(head.get("message", "")), 500), {"reported_by": "worker"})
             raise fault
+        if placed is not None:
+            self.read_back = self.handle.exchange.read_back(placed)
         return head, arrs
 
     def _write_all(self, payload: bytes, deadline: float) -> None:

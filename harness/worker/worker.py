@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.abc
 import importlib.util
+import mmap
 import os
 import select
 import sys
@@ -213,6 +214,7 @@ class Worker:
         self.torch = None
         self.module = None
         self.target = None
+        self.exchange_fd: int | None = None  # the host's input exchange (see harness/sandbox/exchange.py)
 
     # -- plumbing ---------------------------------------------------------------------------------
     def send(self, header: dict, arrays: dict | None = None) -> None:
@@ -227,6 +229,37 @@ class Worker:
         head, specs = wire.parse_header(sys.stdin.buffer.read(wire.parse_prefix(prefix)))
         arrays = {name: wire.decode_array(sys.stdin.buffer.read(n)) for name, n in specs}
         return head, arrays
+
+    # -- the input exchange -----------------------------------------------------------------------
+    def open_exchange(self, path: str | None, fd: int | None) -> None:
+        """The host's exchange file: a path (Docker: a bind mount) or an inherited descriptor (local)."""
+        try:
+            self.exchange_fd = os.open(path, os.O_RDWR | os.O_CLOEXEC) if path else fd
+        except OSError:
+            self.exchange_fd = None
+
+    def exchange_handshake(self) -> None:
+        """Before the boot frame (nothing of the candidate's has run): write the complement of the host's 16-byte
+        nonce beside it through a shared mapping; the host checks it reached its file (a coherent mapping)."""
+        if self.exchange_fd is None:
+            return
+        try:
+            with mmap.mmap(self.exchange_fd, 32, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as m:
+                m[16:32] = bytes(b ^ 0xFF for b in m[:16])
+        except (OSError, ValueError):
+            self.exchange_fd = None
+
+    def _shared(self, spec: dict) -> np.ndarray:
+        """An argument as a view of the host's exchange: the candidate works on memory the host reads back."""
+        if self.exchange_fd is None:
+            raise ValueError("a shared argument without an exchange")
+        dtype = np.dtype(spec["dtype"])
+        if dtype.str not in wire.ALLOWED_DTYPES:
+            raise ValueError("bad shared dtype")
+        region = mmap.mmap(self.exchange_fd, max(int(spec["nbytes"]), 1), mmap.MAP_SHARED,
+                           mmap.PROT_READ | mmap.PROT_WRITE, offset=int(spec["offset"]))
+        return np.ndarray(tuple(spec["shape"]), dtype=dtype, buffer=region, offset=int(spec["skip"]),
+                          strides=tuple(spec["strides"]))
 
     # -- start-up ---------------------------------------------------------------------------------
     def boot(self) -> dict:
@@ -275,6 +308,12 @@ class Worker:
             return None
         if "tuple" in spec:  # e.g. a KV cache (K, V): a tuple of arrays (tensors on the torch track)
             return tuple(self._value(s, arrays) for s in spec["tuple"][:wire.MAX_LEAVES])
+        if "shared" in spec:  # already in its layout, in the host's memory
+            arr = self._shared(spec["shared"])
+            if self.track == "torch" and spec.get("tensor", True):
+                t = self.torch.from_numpy(arr)
+                return t.requires_grad_(True) if spec.get("requires_grad") else t
+            return arr
         arr = arrays[spec["array"]]
         layout = spec.get("layout", "C")
         if layout == "F":
@@ -356,7 +395,7 @@ class Worker:
         """The arguments as the candidate left them (for the mutation check), tuples of arrays included."""
         if not isinstance(spec, dict):
             return
-        if "array" in spec and isinstance(value, kind):
+        if "array" in spec and "shared" not in spec and isinstance(value, kind):  # shared: the host reads it
             send[wire.INPUT + spec["array"]] = self._to_numpy(value, self.torch).copy()
         elif "tuple" in spec and isinstance(value, tuple):
             for sub, item in zip(spec["tuple"], value):
@@ -523,7 +562,9 @@ class Worker:
 
     def serve(self) -> None:
         threading.Thread(target=_exit_when_orphaned, daemon=True).start()
-        self.send(self.boot())
+        head = self.boot()
+        self.exchange_handshake()
+        self.send(head)
         self.send(self.start())
         self.loop()
 
@@ -547,6 +588,7 @@ class Worker:
         with open(self.path, "wb") as f:
             f.write(source.tobytes())
         os.chmod(self.path, 0o444)
+        self.exchange_handshake()
         self.send({"kind": wire.BOOT, "warm": True})
         self.send(self.start())
         self.loop()
@@ -588,17 +630,23 @@ def main() -> None:
     parser.add_argument("--warm", action="store_true", help="import and warm up, send idle, wait for a load request")
     parser.add_argument("--root", default="/tmp", help="(--warm) where the submission is written")
     parser.add_argument("--no-warm-up", action="store_true", help="(--warm) imports only, no warm-up forward")
+    parser.add_argument("--exchange", help="the host's input exchange file (a bind mount)")
+    parser.add_argument("--exchange-fd", type=int, help="the host's input exchange, an inherited descriptor")
     parser.add_argument("submission", nargs="?")
     opts = parser.parse_args()
     if opts.warm:
         if not opts.no_warm_up:
             warm_up(opts.track)
         reseed()
-        Worker(opts.track, "", "", protocol_stdout()).serve_warm(opts.root)
+        w = Worker(opts.track, "", "", protocol_stdout())
+        w.open_exchange(opts.exchange, opts.exchange_fd)
+        w.serve_warm(opts.root)
         return
     if not opts.entry or not opts.submission:
         parser.error("--entry and SUBMISSION are required (or --warm)")
-    Worker(opts.track, opts.entry, os.path.abspath(opts.submission), protocol_stdout()).serve()
+    w = Worker(opts.track, opts.entry, os.path.abspath(opts.submission), protocol_stdout())
+    w.open_exchange(opts.exchange, opts.exchange_fd)
+    w.serve()
 
 
 if __name__ == "__main__":

@@ -55,8 +55,9 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVA
     1 << 18
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
 NOBODY = 65534
+EXCHANGE_FD = 3  # the worker's input exchange (a memfd from the host), when the spawn request carries a 4th fd
 MAX_MSG = 65536
-MAX_FDS = 8  # a spawn's stdin, stdout, stderr and the cgroup.procs files of its cgroup (one per v1 hierarchy)
+MAX_FDS = 8  # a spawn's stdin, stdout, stderr, input exchange and its cgroup.procs files (one per v1 hierarchy)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -177,7 +178,7 @@ def _grandchild(opts, spec: dict, alive: int) -> None:
     home = os.path.join(root, "home")
     os.mkdir(home, 0o700)
     os.chdir(home)
-    os.closerange(3, 1 << 16)
+    os.closerange(3 if opts.exchange_fd is None else EXCHANGE_FD + 1, 1 << 16)
     pid = os.fork()
     if pid == 0:
         try:
@@ -216,6 +217,7 @@ def _worker(opts, spec: dict, home: str) -> None:
     worker.reseed()
     os.umask(0o077)
     w = worker.Worker(opts.track, "", "", worker.protocol_stdout())
+    w.open_exchange(None, opts.exchange_fd)
     w.serve_warm(opts.root)
 
 
@@ -233,14 +235,17 @@ def _child(opts, spec: dict, fds: list, zygote: int) -> None:
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     die_with_parent(zygote)
+    n_joins = int(spec.get("cgroup_fds") or 0)
+    fds, joins = fds[:len(fds) - n_joins], fds[len(fds) - n_joins:]
     try:
-        _join_cgroup(fds[3:])
+        _join_cgroup(joins)
     except OSError as exc:  # the host asked for limits that cannot be had: no worker (a grader fault)
         os.write(fds[2], f"warm worker set-up failed: cannot join its cgroup: {exc}\n".encode()[:2000])
         os._exit(70)
-    for target, fd in enumerate(fds[:3]):
+    for target, fd in enumerate(fds):  # 0, 1, 2 and, when the host sent one, 3: the input exchange
         os.dup2(fd, target)
-    os.closerange(3, 1 << 16)
+    os.closerange(len(fds), 1 << 16)
+    opts.exchange_fd = EXCHANGE_FD if len(fds) > EXCHANGE_FD else None
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     alive, held = os.pipe()
     pid = os.fork()
@@ -324,7 +329,8 @@ def serve(opts) -> None:
                 continue
             msg = json.loads(data)
             op = msg.get("op")
-            if op == "spawn" and len(fds) == 3 + int(msg.get("cgroup_fds") or 0):
+            # stdin, stdout, stderr (+ the input exchange) + the cgroup.procs files of its cgroup
+            if op == "spawn" and len(fds) == 3 + bool(msg.get("exchange")) + int(msg.get("cgroup_fds") or 0):
                 try:
                     pid = os.fork()
                 except OSError as exc:

@@ -91,6 +91,12 @@ CASES = [
          message="malformed frame"),
     Case("protocol_flood", "64 MB of junk written to the protocol pipe", only=ERROR, message="bad frame magic"),
     Case("patch_worker_protocol", "rewrites Worker.send to claim success", tests={F64: FAILED}),
+    Case("patch_worker_hide_mutation", "mutates its arguments; the rewritten worker sends copies taken before the call",
+         tests={"test_inputs_not_mutated": FAILED, F64: ("passed",)}, message="modified its arguments"),
+    Case("patch_worker_hide_mutation_torch", "torch: mutates x and the mask; the rewritten worker sends copies",
+         track="torch", tests={"test_inputs_not_mutated": FAILED, F64: ("passed",)}),
+    Case("patch_worker_fake_layout", "torch: in_proj/out_proj reported as qkv/wo by a rewritten worker",
+         track="torch", tests={"test_parameter_layout": FAILED}, message="do not match its source"),
     Case("late_thread_writer", "thread injects extra result frames between calls", tests={F64: FAILED}),
     Case("symlink_fifo_outputs", "symlinks and FIFOs named like result files", tests={F64: FAILED}),
     # -- forging, searching, leaking --------------------------------------------------------------------
