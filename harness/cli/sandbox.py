@@ -33,13 +33,39 @@ def sandbox_build(base_image, wheels, tag):
     click.echo(built)
 
 
-@sandbox.command("doctor", short_help="Check engine, image and limits, with fix hints.")
+RUNTIME_HELP = ("Docker runtime: runc (Docker's default) or runsc (gVisor, a user-space kernel; "
+                "env GRADER_DOCKER_RUNTIME; default runc).")
+
+
+def runtime_option(func):
+    """``--runtime runc|runsc`` (env GRADER_DOCKER_RUNTIME): the OCI runtime of docker sandbox containers. Set in
+    the environment so every grading process this command starts (batch, service pools) uses it too."""
+    from harness.sandbox.docker import RUNTIME_ENV, RUNTIMES
+
+    def remember(ctx, param, value):
+        if value:
+            import os
+
+            os.environ[RUNTIME_ENV] = value
+        return value
+
+    return click.option("--runtime", "docker_runtime", type=click.Choice(RUNTIMES), default=None,
+                        envvar=RUNTIME_ENV, expose_value=False, callback=remember, is_eager=True,
+                        help=RUNTIME_HELP)(func)
+
+
+@sandbox.command("doctor", short_help="Check engine, runtime, image and limits, with fix hints.")
 @click.option("--image", help="Image to check (default: the one --sandbox docker uses).")
+@runtime_option
 def sandbox_doctor(image):
-    """Check engine, image and limits; each line ok or a fix hint. Exit 1 if docker grading would fail."""
+    """Check engine, runtime, image and limits, and that the runtime asked for is the one in effect (the kernel a
+    container sees); each line ok or a fix hint. Exit 1 if docker grading would fail."""
     from harness.sandbox.image import doctor
 
-    checks = doctor(image=image)
+    try:
+        checks = doctor(image=image)
+    except GraderError as exc:
+        fail(exc)
     for c in checks:
         click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
         if not c.ok and c.hint:
@@ -49,6 +75,7 @@ def sandbox_doctor(image):
 
 @sandbox.command("status", short_help="Exit 0 iff the sandbox image is present and current (quick).")
 @click.option("--image", help="Image to check (default: the one --sandbox docker uses).")
+@runtime_option
 def sandbox_status(image):
     """Engine reachable, image present and built from this harness and worker: exit 0, else 1 (no container
     is started; `doctor` also checks the limits)."""
