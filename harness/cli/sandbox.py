@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import fail
+from harness.cli.common import fail, runtime_option
 from harness.core.errors import EXIT_FAILED, EXIT_PASSED, GraderError
 
 
@@ -31,27 +31,6 @@ def sandbox_build(base_image, wheels, tag):
     except GraderError as exc:
         fail(exc)
     click.echo(built)
-
-
-RUNTIME_HELP = ("Docker runtime: runc (Docker's default) or runsc (gVisor, a user-space kernel; "
-                "env GRADER_DOCKER_RUNTIME; default runc).")
-
-
-def runtime_option(func):
-    """``--runtime runc|runsc`` (env GRADER_DOCKER_RUNTIME): the OCI runtime of docker sandbox containers. Set in
-    the environment so every grading process this command starts (batch, service pools) uses it too."""
-    from harness.sandbox.docker import RUNTIME_ENV, RUNTIMES
-
-    def remember(ctx, param, value):
-        if value:
-            import os
-
-            os.environ[RUNTIME_ENV] = value
-        return value
-
-    return click.option("--runtime", "docker_runtime", type=click.Choice(RUNTIMES), default=None,
-                        envvar=RUNTIME_ENV, expose_value=False, callback=remember, is_eager=True,
-                        help=RUNTIME_HELP)(func)
 
 
 @sandbox.command("doctor", short_help="Check engine, runtime, image and limits, with fix hints.")

@@ -160,7 +160,7 @@ class Worker:
     # -- plumbing ---------------------------------------------------------------------------------
     def send(self, header: dict, arrays: dict | None = None) -> None:
         header = dict(header, tripwires=list(TRIPWIRES))
-        self.out.write(wire.encode_frame(header, arrays))
+        write_all(self.out, wire.encode_frame(header, arrays))
         self.out.flush()
 
     def read_frame(self) -> tuple[dict | None, dict | None]:
@@ -427,6 +427,17 @@ class Worker:
                            "traceback": ""})
             except BaseException as exc:  # e.g. a hostile __array__ raising SystemExit
                 self.send(_error(exc, self.path, "output"))
+
+
+def write_all(out: BinaryIO, data: bytes) -> None:
+    """Write every byte: a raw write may be short, and under gVisor (runsc) a pipe write returns after 64 KiB."""
+    view = memoryview(data)
+    while view:
+        n = out.write(view)
+        if n is None:  # EAGAIN on a non-blocking descriptor: wait until it can take more
+            select.select([], [out], [])
+            continue
+        view = view[n:]
 
 
 def protocol_stdout() -> BinaryIO:
