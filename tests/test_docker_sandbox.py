@@ -143,6 +143,23 @@ def test_numpy_worker_ready_and_answers(box, handles, tmp_path):
     assert_removed(h)
 
 
+def test_frames_larger_than_a_pipe_write_cross_whole(box, handles, tmp_path):
+    """gVisor's stdout pipe takes 64 KiB per write: an 8 MB answer must still arrive whole, both ways."""
+    h, head = start(box, handles, tmp_path, """
+        def f(x):
+            return x[::-1] + 1.0
+    """)
+    assert head["kind"] == "ready"
+    x = np.arange(1_000_000, dtype=np.float64)
+    call_x(h, x)
+    reply, arrays = read_frame(h, 30)
+    assert reply["kind"] == "result", reply
+    np.testing.assert_array_equal(arrays["out"], x[::-1] + 1.0)
+    pm, _ = finish(h)
+    assert pm["exit_code"] == 0, pm
+    assert_removed(h)
+
+
 def test_torch_worker_ready(box, handles, tmp_path):
     h, head = start(box, handles, tmp_path, """
         import torch

@@ -276,14 +276,15 @@ def _containers_of(pid: int) -> list[str]:
 def check_nothing_left(case: Case, arena: Arena, backend: str, *, pid: int | None = None,
                        report_path: Path | None = None, pool=None) -> None:
     """No survivor, no container, nothing written outside the sandbox's scratch. With a warm ``pool``, what
-    it keeps for the next submission (its zygotes, idle containers: none has seen a candidate) is not a leftover."""
+    it keeps for the next submission (its zygotes, idle containers: none has seen a candidate) is not a leftover
+    (``pool`` may be a list of pools)."""
     if case.late_s:
         time.sleep(case.late_s)
     assert _processes_with(arena.marker) == [], "processes tagged by the submission survived"
     children = _live_children({arena.holder.pid}) - arena.children_before
     containers = _containers_of(pid or os.getpid()) if backend.startswith("docker") else []
-    if pool is not None:
-        owned = pool.owned()
+    for one in ([] if pool is None else pool if isinstance(pool, (list, tuple)) else [pool]):
+        owned = one.owned()
         children = {c for c in children if int(c.split()[0]) not in owned["pids"]}
         containers = [n for n in containers if n not in owned["containers"]]
     assert children == set(), "a worker process is still running"
@@ -373,6 +374,7 @@ def warm_pools():
             pools[backend] = WarmPool(_sandbox(backend), size=1)
         return pools[backend]
 
+    get.pools = pools  # every pool's idle workers (runc's and runsc's) are kept between cases, not leftovers
     yield get
     for pool in pools.values():
         pool.close()
@@ -401,7 +403,7 @@ def test_redteam_case_through_warm_workers(backend, case, arena_factory, warm_po
     assert report.environment["warm"] is True
     check_report(report, case, arena)
     assert pool.drain(60), "used containers were not removed"  # docker: killed and removed in the background
-    check_nothing_left(case, arena, backend, pool=pool)
+    check_nothing_left(case, arena, backend, pool=list(warm_pools.pools.values()))
 
 
 CLI_CASES = [c for c in CASES if c.cli]

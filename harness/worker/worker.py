@@ -442,7 +442,9 @@ def write_all(out: BinaryIO, data: bytes) -> None:
 
 def protocol_stdout() -> BinaryIO:
     """The protocol's own copy of fd 1; fd 1 itself then points at stderr, so the candidate's prints land there."""
-    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    # buffered: its write() and flush() loop over short writes (gVisor's pipes take 64 KiB per write), for
+    # whoever writes through it
+    proto_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # the candidate's prints land on stderr, which the host caps
     sys.stdout = sys.__stdout__ = os.fdopen(1, "w", buffering=1, closefd=False)
     return proto_out
