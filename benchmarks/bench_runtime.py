@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
 RUNTIMES = ("runc", "runsc")
 IMPORTS = {"numpy": "import numpy", "torch": "import torch"}
 
@@ -51,24 +52,12 @@ def interleaved(cmds: dict[str, list[str]], repeat: int) -> dict[str, list[float
 
 
 def warm_times(runtime: str, track: str, exercise: str, repeat: int) -> list[float]:
-    from harness.grading.engine import grade
-    from harness.sandbox import Limits
-    from harness.sandbox.docker import DockerSandbox
-    from harness.session.warm import WarmPool
+    from bench_warm import warm_times as through_pool
 
-    ref = ROOT / "reference" / f"{exercise}_{track}.py"
-    times = []
-    with WarmPool(DockerSandbox(runtime=runtime), size=1) as pool:
-        limits = Limits()
-        pool.prewarm(track, limits, wait=True)
-        grade(exercise=exercise, submission=ref, track=track, sandbox=pool)  # the host's own first-use costs
-        for _ in range(repeat):
-            pool.wait_idle(track, limits, timeout=180)
-            t = time.perf_counter()
-            report = grade(exercise=exercise, submission=ref, track=track, sandbox=pool)
-            times.append(time.perf_counter() - t)
-            assert report.verdict == "passed", (report.verdict, report.environment)
-            assert report.environment["docker_runtime"] == runtime
+    from harness.sandbox.docker import DockerSandbox
+
+    times, env = through_pool(DockerSandbox(runtime=runtime), track, exercise, repeat)
+    assert env["docker_runtime"] == runtime, env
     return times
 
 

@@ -59,6 +59,18 @@ def test_process_limits_per_runtime():
     assert int(ceiling) >= 32 * 5 + 60  # measured: ~60 host pids for gVisor itself, ~5 per guest process
 
 
+def test_memory_limits_per_runtime():
+    """runc: the memory cgroup is the worker's limit. runsc: the worker's address space is (gVisor would otherwise
+    let the host OOM-kill the whole sandbox), and the cgroup gets room for gVisor and the tmpfs."""
+    runc = _command(DockerSandbox(image="img", runtime="runc"))
+    assert _flag(runc, "--memory") == _flag(runc, "--memory-swap") == ["2048m"]
+    assert runc[runc.index("img") + 1] == "python3"
+    runsc = _command(DockerSandbox(image="img", runtime="runsc"))
+    (mem,) = _flag(runsc, "--memory")
+    assert _flag(runsc, "--memory-swap") == [mem] and int(mem.rstrip("m")) >= 2048 + 64 + 128
+    assert runsc[runsc.index("img") + 1:runsc.index("img") + 4] == ["prlimit", f"--as={2048 << 20}", "python3"]
+
+
 class FakeClient:
     def __init__(self, runtimes):
         self.runtimes = runtimes

@@ -43,6 +43,7 @@ DEFAULT_RUNTIME = "runc"
 RUNSC_PATH = "/usr/bin/runsc"
 RUNSC_PIDS_PER_TASK = 8     # runsc: host pids per guest task allowed in the container's cgroup (measured ~5)
 RUNSC_PIDS_BASE = 256       # runsc: host pids for gVisor's own sentry and gofer threads (measured ~60)
+RUNSC_MEMORY_OVERHEAD_MB = 256  # runsc: cgroup memory for gVisor itself, beyond the worker's and the tmpfs's
 
 
 def _version() -> str:
@@ -405,7 +406,7 @@ class DockerSandbox(Sandbox):
         env = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
-        memory = f"{int(limits.memory_mb)}m"
+        memory = f"{self._cgroup_memory_mb(limits)}m"
         cmd = [
             docker_cli() or "docker", "run", "-i", "--name", name,
             "--label", f"{LABEL}=1", "--label", f"{LABEL_STARTED}={started:.0f}",
@@ -428,7 +429,8 @@ class DockerSandbox(Sandbox):
             cmd += ["--mount", f"type=bind,source={mount_dir},target=/submission,readonly"]
         for key, value in env.items():
             cmd += ["-e", f"{key}={value}"]
-        cmd += [self.image, "python3", "-I", "-B", "/opt/grader/worker.py", "--track", track]
+        cmd += [self.image, *self._address_space_limit(limits), "python3", "-I", "-B", "/opt/grader/worker.py",
+                "--track", track]
         if entry is None:
             return cmd + ["--warm", "--root", "/tmp"] + ([] if warm_up else ["--no-warm-up"])
         return cmd + ["--entry", entry, "/submission/submission.py"]
@@ -442,6 +444,21 @@ class DockerSandbox(Sandbox):
         if self.runtime == "runsc":
             return ["--pids-limit", str(RUNSC_PIDS_PER_TASK * pids + RUNSC_PIDS_BASE), "--ulimit", f"nproc={pids}:{pids}"]
         return ["--pids-limit", str(pids)]
+
+    def _cgroup_memory_mb(self, limits: Limits) -> int:
+        """runc: ``--memory`` is the worker's limit (an OOM kill is reported as ``memory``). runsc: the cgroup
+        also holds gVisor's own memory and its /tmp tmpfs, and gVisor accepts any allocation and lets the host
+        OOM-kill the whole sandbox (which Docker flags unreliably); so the worker's limit is its address space
+        (:meth:`_address_space_limit`, a MemoryError as in the local backend) and the cgroup gets headroom."""
+        if self.runtime == "runsc":
+            return int(limits.memory_mb) + int(limits.tmpfs_mb) + RUNSC_MEMORY_OVERHEAD_MB
+        return int(limits.memory_mb)
+
+    def _address_space_limit(self, limits: Limits) -> list[str]:
+        """runsc: ``RLIMIT_AS`` = ``memory_mb`` for the worker (gVisor enforces it; Docker has no ``--ulimit as``)."""
+        if self.runtime == "runsc":
+            return ["prlimit", f"--as={int(limits.memory_mb) * 1024 * 1024}"]
+        return []
 
     def start_warm(self, *, track: str, limits: Limits, warm_up: bool = True) -> WorkerHandle:
         """A container for one submission not chosen yet: no host path mounted at all; its worker imports and
