@@ -149,3 +149,19 @@ def test_docker_setup_registers_runsc_without_clobbering(tmp_path):
     custom = {"runtimes": {"runsc": {"path": "/opt/runsc", "runtimeArgs": ["--platform=kvm"]}}}
     said, conf = _setup_merge(tmp_path, json.dumps(custom))  # an operator's own flags stay; ours is added
     assert conf["runtimes"]["runsc"] == {"path": "/opt/runsc", "runtimeArgs": ["--platform=kvm", "--network=none"]}
+
+
+@pytest.mark.parametrize("command", [["run"], ["batch"], ["serve"], ["worker"], ["sandbox", "doctor"],
+                                     ["sandbox", "status"]])
+def test_every_command_that_starts_docker_sandboxes_takes_runtime(command, monkeypatch):
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    monkeypatch.delenv("GRADER_DOCKER_RUNTIME", raising=False)
+    runner = CliRunner()
+    text = runner.invoke(main, [*command, "--help"]).output
+    assert "--runtime [runc|runsc]" in text and "gVisor" in text and "GRADER_DOCKER_RUNTIME" in text
+    bad = runner.invoke(main, [*command, "--runtime", "kata", "--help"])
+    assert bad.exit_code == 2 and "'kata' is not one of 'runc', 'runsc'" in bad.output
+    assert "GRADER_DOCKER_RUNTIME" not in os.environ  # a rejected value is never exported to grading processes
