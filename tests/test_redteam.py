@@ -395,7 +395,9 @@ def test_redteam_case_through_warm_workers(backend, case, arena_factory, warm_po
         if not local.mount_isolation():
             pytest.skip("no mount-namespace isolation here: the local warm pool is cold")
     pool = warm_pools(base)
-    pool.prewarm(case.track, wait=True)  # its zygote's scratch lies outside the arena's
+    # its zygote's scratch lies outside the arena's; at most one idle worker per track (a gVisor container holds
+    # ~60 host threads: prewarm(wait=True) per case would keep one more idle container each time)
+    assert pool.wait_idle(case.track, timeout=120)
     arena = arena_factory(case)
     report = grade(exercise=case.exercise, submission=arena.submission, track=case.track, sandbox=pool,
                    limits={**LIMITS, **case.limits})
