@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepare a Docker engine and the grader's sandbox image on a Debian host with no registry but
-# PyPI/Debian: install docker.io + debootstrap, start dockerd, build an offline base image with
-# debootstrap, fetch numpy/torch wheels with pip, build the sandbox image. Idempotent; run as root.
+# PyPI/Debian: install docker.io + debootstrap + runsc (gVisor), register runsc as a Docker runtime,
+# start dockerd, build an offline base image with debootstrap, fetch numpy/torch wheels with pip, build
+# the sandbox image, check both runtimes with `grade sandbox doctor`. Idempotent; run as root.
 # Caches live in /var/cache/attn-grader so a second run takes seconds.
 set -euo pipefail
 
@@ -21,6 +22,7 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v docker >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+command -v runsc >/dev/null 2>&1 || missing+=(runsc)
 if ((${#missing[@]})); then
     log "installing ${missing[*]}"
     apt-get update -qq
@@ -28,8 +30,46 @@ if ((${#missing[@]})); then
         $(printf '%s\n' "${missing[@]}" | sort -u) >/dev/null
 fi
 
+# -- 1b. gVisor's runsc registered as the Docker runtime "runsc" -----------------------------------
+# Merged into an existing daemon.json (other keys and runtimes kept). `--network=none` is required: without
+# it gVisor refuses `--network none` containers ("cannot run with network enabled in root network namespace").
+DAEMON_JSON="${ATTN_GRADER_DAEMON_JSON:-/etc/docker/daemon.json}"
+register_runsc() {  # prints "changed" when it wrote the file
+    "$PY" - "$DAEMON_JSON" "$(command -v runsc)" <<'PYEOF'
+import json, os, sys
+path, runsc = sys.argv[1], sys.argv[2]
+try:
+    with open(path) as f:
+        text = f.read()
+    conf = json.loads(text) if text.strip() else {}
+except FileNotFoundError:
+    conf = {}
+if not isinstance(conf, dict):
+    sys.exit(f"{path} is not a JSON object; not touching it")
+runtimes = conf.setdefault("runtimes", {})
+entry = dict(runtimes.get("runsc") or {})
+entry.setdefault("path", runsc)
+args = list(entry.get("runtimeArgs") or [])
+if "--network=none" not in args:
+    args.append("--network=none")
+entry["runtimeArgs"] = args
+if runtimes.get("runsc") != entry:
+    runtimes["runsc"] = entry
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".attn-grader.tmp"
+    with open(tmp, "w") as f:
+        json.dump(conf, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+    print("changed")
+PYEOF
+}
+runsc_changed="$(register_runsc)"
+[[ -n "$runsc_changed" ]] && log "registered runsc in $DAEMON_JSON" || log "runsc already registered in $DAEMON_JSON"
+
 # -- 2. the engine ------------------------------------------------------------------------------
 engine_up() { timeout 10 docker info >/dev/null 2>&1; }
+runsc_known() { docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
 
 wait_engine() {  # $1 = dockerd pid; up to 60 s
     local i
@@ -94,7 +134,17 @@ else
         exit 1
     fi
 fi
-log "engine: $(docker info --format '{{.ServerVersion}} storage={{.Driver}} cgroup={{.CgroupVersion}}')"
+# a running engine reads daemon.json again on SIGHUP (runtimes are reloadable); one started above read it already
+if ! runsc_known; then
+    pid="$(live_dockerd || cat /var/run/docker.pid 2>/dev/null || true)"
+    if [[ -n "$pid" ]]; then
+        log "reloading dockerd (pid $pid) so it sees the runsc runtime"
+        kill -HUP "$pid"
+        for _ in $(seq 1 40); do runsc_known && break; sleep 0.25; done
+    fi
+    runsc_known || { log "ERROR: the engine does not list the runsc runtime after a reload (see $DOCKERD_LOG)"; exit 1; }
+fi
+log "engine: $(docker info --format '{{.ServerVersion}} storage={{.Driver}} cgroup={{.CgroupVersion}} runtimes={{range $k, $v := .Runtimes}}{{$k}} {{end}}')"
 
 # -- 3. the offline base image (Debian minbase + python3 + venv) --------------------------------
 debian_mirror() {
@@ -149,4 +199,14 @@ else
     log "building the sandbox image from $BASE_IMAGE with wheels from $WHEELS"
     "$PY" -m harness sandbox build --base-image "$BASE_IMAGE" --wheels "$WHEELS"
 fi
+
+# -- 6. both runtimes really in effect (runc: the host's kernel inside; runsc: gVisor's) --------------
+for runtime in runc runsc; do
+    if ! out="$("$PY" -m harness sandbox doctor --runtime "$runtime" 2>&1)"; then
+        echo "$out" >&2
+        log "ERROR: grade sandbox doctor --runtime $runtime failed"
+        exit 1
+    fi
+    log "$(grep 'runtime in effect' <<<"$out")"
+done
 log "done"

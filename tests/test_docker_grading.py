@@ -18,6 +18,13 @@ EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_a
 FAST = {"call_timeout_s": 3.0, "max_restarts": 1}
 
 
+@pytest.fixture(autouse=True, params=["runc", "runsc"])
+def docker_runtime(request, monkeypatch):
+    """Every test under both runtimes, chosen as a user would: GRADER_DOCKER_RUNTIME (the CLI test: --runtime)."""
+    monkeypatch.setenv("GRADER_DOCKER_RUNTIME", request.param)
+    return request.param
+
+
 @pytest.fixture(autouse=True)
 def no_container_left():
     yield
@@ -25,10 +32,17 @@ def no_container_left():
     assert mine == [], f"a grader container survived the run: {mine}"
 
 
+_local_reports: dict = {}
+
+
 def both(path, track, exercise="mha", limits=None):
-    local = grade(exercise=exercise, submission=path, track=track, sandbox="local", limits=limits)
+    key = (str(path), Path(path).read_text(), track, exercise, repr(limits))
+    if key not in _local_reports:  # the local half does not depend on the docker runtime: grade it once
+        _local_reports[key] = grade(exercise=exercise, submission=path, track=track, sandbox="local", limits=limits)
+    local = _local_reports[key]
     docker = grade(exercise=exercise, submission=path, track=track, sandbox="docker", limits=limits)
     assert docker.environment["sandbox"] == "docker"
+    assert docker.environment["docker_runtime"] == os.environ["GRADER_DOCKER_RUNTIME"]
     validate(local), validate(docker)
     return local, docker
 
@@ -76,6 +90,7 @@ def test_hostile_submission_gets_its_status(tmp_path, expected):
     path = write(tmp_path, "hostile.py", HOSTILE[expected])
     report = grade(exercise="mha", submission=path, track="numpy", sandbox="docker", limits=FAST)
     validate(report)
+    assert report.environment["docker_runtime"] == os.environ["GRADER_DOCKER_RUNTIME"]
     first = report.tests[0]
     assert first.status == expected, (first.status, first.message, first.diagnostics)
     assert report.score == 0
@@ -84,8 +99,13 @@ def test_hostile_submission_gets_its_status(tmp_path, expected):
         assert "Resource temporarily unavailable" in first.message or first.diagnostics.get("exit_code") is not None
 
 
-def test_grade_cli_with_docker(grade_cli):
-    result = grade_cli("mha", ROOT / "reference" / "mha_numpy.py", "--sandbox", "docker")
+def test_grade_cli_with_docker(grade_cli, docker_runtime, monkeypatch, tmp_path):
+    monkeypatch.delenv("GRADER_DOCKER_RUNTIME")  # the flag alone chooses
+    result = grade_cli("mha", ROOT / "reference" / "mha_numpy.py", "--sandbox", "docker", "--runtime", docker_runtime,
+                       "--json", tmp_path / "r.json")
     assert result.returncode == 0, result.stderr
-    assert "[docker sandbox" in result.stdout
+    label = "[docker sandbox (gVisor)," if docker_runtime == "runsc" else "[docker sandbox,"
+    assert label in result.stdout, result.stdout
     assert os.environ.get("CI") != "true" or "note:" not in result.stderr
+    report = validate((tmp_path / "r.json").read_text())
+    assert report["environment"]["docker_runtime"] == docker_runtime

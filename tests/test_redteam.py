@@ -49,7 +49,8 @@ ALLOWED_CONTROLS = {"\n", "\t"}
 
 
 # -- parametrisation --------------------------------------------------------------------------------------
-def _params(cases=CASES, backends=("local", "docker")):
+# "docker" is the docker sandbox under runc (Docker's default runtime), "docker-runsc" under gVisor.
+def _params(cases=CASES, backends=("local", "docker", "docker-runsc")):
     for backend in backends:
         for case in cases:
             marks = [pytest.mark.docker] if backend.startswith("docker") else []
@@ -275,14 +276,15 @@ def _containers_of(pid: int) -> list[str]:
 def check_nothing_left(case: Case, arena: Arena, backend: str, *, pid: int | None = None,
                        report_path: Path | None = None, pool=None) -> None:
     """No survivor, no container, nothing written outside the sandbox's scratch. With a warm ``pool``, what
-    it keeps for the next submission (its zygotes, idle containers: none has seen a candidate) is not a leftover."""
+    it keeps for the next submission (its zygotes, idle containers: none has seen a candidate) is not a leftover
+    (``pool`` may be a list of pools)."""
     if case.late_s:
         time.sleep(case.late_s)
     assert _processes_with(arena.marker) == [], "processes tagged by the submission survived"
     children = _live_children({arena.holder.pid}) - arena.children_before
     containers = _containers_of(pid or os.getpid()) if backend.startswith("docker") else []
-    if pool is not None:
-        owned = pool.owned()
+    for one in ([] if pool is None else pool if isinstance(pool, (list, tuple)) else [pool]):
+        owned = one.owned()
         children = {c for c in children if int(c.split()[0]) not in owned["pids"]}
         containers = [n for n in containers if n not in owned["containers"]]
     assert children == set(), "a worker process is still running"
@@ -332,13 +334,34 @@ def _expect_isolation(backend: str, case: Case) -> None:
                     "really do its damage (see SECURITY.md)")
 
 
+def _runtime(backend: str) -> str | None:
+    return None if not backend.startswith("docker") else "runsc" if "runsc" in backend else "runc"
+
+
+def _sandbox(backend: str):
+    """What grade() gets: "local", "docker" (the default runtime, runc, chosen by name as a user would), or a
+    docker sandbox object under gVisor."""
+    if _runtime(backend) == "runsc":
+        from harness.sandbox.docker import DockerSandbox
+
+        box = DockerSandbox(runtime="runsc")
+        box.check()
+        return box
+    return backend
+
+
+def check_environment(report, backend: str) -> None:
+    assert report.environment["sandbox"] == backend.split("-")[0]
+    assert report.environment.get("docker_runtime") == _runtime(backend)
+
+
 @pytest.mark.parametrize("backend,case", list(_params()))
 def test_redteam_case(backend, case, arena_factory):
     _expect_isolation(backend, case)
     arena = arena_factory(case)
-    report = grade(exercise=case.exercise, submission=arena.submission, track=case.track, sandbox=backend,
+    report = grade(exercise=case.exercise, submission=arena.submission, track=case.track, sandbox=_sandbox(backend),
                    limits={**LIMITS, **case.limits})
-    assert report.environment["sandbox"] == backend
+    check_environment(report, backend)
     check_report(report, case, arena)
     check_nothing_left(case, arena, backend)
 
@@ -352,22 +375,23 @@ def warm_pools():
 
     def get(backend: str) -> WarmPool:
         if backend not in pools:
-            pools[backend] = WarmPool(backend, size=1)
+            pools[backend] = WarmPool(_sandbox(backend), size=1)
         return pools[backend]
 
+    get.pools = pools  # every pool's idle workers (runc's and runsc's) are kept between cases, not leftovers
     yield get
     for pool in pools.values():
         pool.close()
         assert pool.owned() == {"pids": [], "containers": []}
-    if "docker" in pools:
+    if any(b.startswith("docker") for b in pools):
         assert _containers_of(os.getpid()) == [], "grader containers left behind by the warm pool"
 
 
-@pytest.mark.parametrize("backend,case", list(_params(backends=("local-warm", "docker-warm"))))
+@pytest.mark.parametrize("backend,case", list(_params(backends=("local-warm", "docker-warm", "docker-runsc-warm"))))
 def test_redteam_case_through_warm_workers(backend, case, arena_factory, warm_pools):
     """The whole corpus through warm workers (a zygote's forks, or pre-started containers): the same outcomes,
     nothing left running, and the next hostile submission gets a fresh worker all the same."""
-    base = backend.split("-")[0]
+    base = backend.removesuffix("-warm")
     _expect_isolation(base, case)
     if base == "local":
         from harness.sandbox import local
@@ -375,14 +399,17 @@ def test_redteam_case_through_warm_workers(backend, case, arena_factory, warm_po
         if not local.mount_isolation():
             pytest.skip("no mount-namespace isolation here: the local warm pool is cold")
     pool = warm_pools(base)
-    pool.prewarm(case.track, wait=True)  # its zygote's scratch lies outside the arena's
+    # its zygote's scratch lies outside the arena's; at most one idle worker per track (a gVisor container holds
+    # ~60 host threads: prewarm(wait=True) per case would keep one more idle container each time)
+    assert pool.wait_idle(case.track, timeout=120)
     arena = arena_factory(case)
     report = grade(exercise=case.exercise, submission=arena.submission, track=case.track, sandbox=pool,
                    limits={**LIMITS, **case.limits})
-    assert report.environment["sandbox"] == base and report.environment["warm"] is True
+    check_environment(report, base)
+    assert report.environment["warm"] is True
     check_report(report, case, arena)
     assert pool.drain(60), "used containers were not removed"  # docker: killed and removed in the background
-    check_nothing_left(case, arena, backend, pool=pool)
+    check_nothing_left(case, arena, backend, pool=list(warm_pools.pools.values()))
 
 
 CLI_CASES = [c for c in CASES if c.cli]
@@ -394,7 +421,9 @@ def test_redteam_case_through_the_cli(backend, case, arena_factory):
     arena = arena_factory(case)
     report_path = arena.out_dir / "report.json"
     env = {**os.environ, "REDTEAM_SECRET": arena.secret}
-    proc = subprocess.Popen(["grade", case.exercise, str(arena.submission), "--sandbox", backend,  # track: auto
+    runtime = ["--runtime", _runtime(backend)] if _runtime(backend) else []
+    proc = subprocess.Popen(["grade", case.exercise, str(arena.submission), "--sandbox", backend.split("-")[0],
+                             *runtime,  # track: auto
                              "--json", str(report_path), "--timeout", str(LIMITS["call_timeout_s"])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=arena.cwd, env=env)
     try:
@@ -413,6 +442,7 @@ def test_redteam_case_through_the_cli(backend, case, arena_factory):
         assert "PASSED" not in out_text.splitlines()[0], out_text[:300]
     data = check_report(report_path.read_text(), case, arena)
     assert data["track"] == case.track, "the CLI detected the wrong track"
+    assert data["environment"].get("docker_runtime") == _runtime(backend)
     check_nothing_left(case, arena, backend, pid=proc.pid, report_path=report_path)
 
 

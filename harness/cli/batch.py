@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import console, fail
+from harness.cli.common import console, fail, runtime_option
 from harness.core.errors import EXIT_INTERRUPTED
 from harness.reports.style import colour_of
 
@@ -19,6 +19,7 @@ from harness.reports.style import colour_of
               help="Track to grade; auto detects it per file.")
 @click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default="auto", show_default=True, envvar="GRADER_SANDBOX",
               help="Where submissions run (each in its own worker / container).")
+@runtime_option
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Submissions graded at once.")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),

@@ -46,3 +46,34 @@ def console():
 
     out = Console()
     return out if out.is_terminal else Console(width=200)
+
+
+RUNTIME_HELP = ("Docker runtime: runc (Docker's default) or runsc (gVisor, a user-space kernel; "
+                "env GRADER_DOCKER_RUNTIME; default runc).")
+
+
+def runtime_option(func):
+    """``--runtime runc|runsc`` (env GRADER_DOCKER_RUNTIME): the OCI runtime of docker sandbox containers. Set in
+    the environment so every grading process this command starts (batch, service pools) uses it too."""
+    from harness.sandbox.docker import RUNTIME_ENV, RUNTIMES
+
+    def remember(ctx, param, value):
+        if value:
+            import os
+
+            os.environ[RUNTIME_ENV] = value
+        return value
+
+    return click.option("--runtime", "docker_runtime", type=click.Choice(RUNTIMES), default=None,
+                        envvar=RUNTIME_ENV, expose_value=False, callback=remember, is_eager=True,
+                        help=RUNTIME_HELP)(func)
+
+
+def runtime_note() -> str:
+    """", docker runtime runsc (gVisor)" when a runtime was chosen (--runtime / GRADER_DOCKER_RUNTIME), else ""."""
+    import os
+
+    from harness.sandbox.docker import RUNTIME_ENV
+
+    value = os.environ.get(RUNTIME_ENV)
+    return f", docker runtime {value}{' (gVisor)' if value == 'runsc' else ''}" if value else ""

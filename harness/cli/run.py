@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import fail, style
+from harness.cli.common import fail, runtime_option, style
 from harness.core.errors import EXIT_FAILED, EXIT_PASSED, GraderError, UsageError
 
 RUN_EPILOG = """\b
@@ -17,6 +17,8 @@ Examples:
   grade mha my_mha.py --json r.json     also write the JSON report
   grade report r.json --html r.html     ... and look at it later as a page
   grade mha my_mha.py --sandbox docker  require Docker (grade sandbox doctor)
+  grade mha my_mha.py --sandbox docker --runtime runsc
+                                        ... under gVisor (a user-space kernel)
   grade mha my_mha.py -q                the verdict line only
 
 \b
@@ -72,6 +74,7 @@ def start(exercise, path, track, force):
               envvar="GRADER_SANDBOX",
               help="Where the submission runs; auto uses docker when the engine and image are ready "
                    "(env: GRADER_SANDBOX).")
+@runtime_option
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the JSON report here (plus a .npz of failing outputs for `grade report --html`).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for the random test inputs.")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import fail
+from harness.cli.common import fail, runtime_option
 from harness.core.errors import EXIT_FAILED, EXIT_PASSED, GraderError
 
 
@@ -33,13 +33,18 @@ def sandbox_build(base_image, wheels, tag):
     click.echo(built)
 
 
-@sandbox.command("doctor", short_help="Check engine, image and limits, with fix hints.")
+@sandbox.command("doctor", short_help="Check engine, runtime, image and limits, with fix hints.")
 @click.option("--image", help="Image to check (default: the one --sandbox docker uses).")
+@runtime_option
 def sandbox_doctor(image):
-    """Check engine, image and limits; each line ok or a fix hint. Exit 1 if docker grading would fail."""
+    """Check engine, runtime, image and limits, and that the runtime asked for is the one in effect (the kernel a
+    container sees); each line ok or a fix hint. Exit 1 if docker grading would fail."""
     from harness.sandbox.image import doctor
 
-    checks = doctor(image=image)
+    try:
+        checks = doctor(image=image)
+    except GraderError as exc:
+        fail(exc)
     for c in checks:
         click.echo(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
         if not c.ok and c.hint:
@@ -60,6 +65,7 @@ def _local_doctor() -> None:
 
 @sandbox.command("status", short_help="Exit 0 iff the sandbox image is present and current (quick).")
 @click.option("--image", help="Image to check (default: the one --sandbox docker uses).")
+@runtime_option
 def sandbox_status(image):
     """Engine reachable, image present and built from this harness and worker: exit 0, else 1 (no container
     is started; `doctor` also checks the limits)."""

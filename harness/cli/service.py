@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import style
+from harness.cli.common import runtime_note, runtime_option, style
 from harness.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, EXIT_USAGE
 from harness.service.settings import BROKER_URL_ENV, DATA_DIR_ENV, DATABASE_URL_ENV, Settings
 
@@ -40,6 +40,7 @@ def store_options(f):
               help="Grading processes (default 2; env GRADER_WORKERS).")
 @click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default=None, envvar="GRADER_SANDBOX",
               help="Where submissions run (env GRADER_SANDBOX; default auto).")
+@runtime_option
 @click.option("--broker", "broker", envvar=BROKER_URL_ENV, metavar="URL",
               help="Grade in `grade worker` processes through this broker (redis://HOST:PORT/DB; env "
                    "GRADER_BROKER_URL) instead of in-process workers. Needs a shared store (--db postgresql://...).")
@@ -56,7 +57,7 @@ def serve_cmd(data_dir, db, host, port, workers, sandbox, broker, log_level):
         _fail("--broker needs a store the workers can reach: --db postgresql://... (GRADER_DATABASE_URL)", EXIT_USAGE)
     click.echo(f"grade serve: data directory {settings.data_dir}", err=True)
     grading_by = (f"grading by `grade worker` processes through {redact(settings.broker_url)}" if settings.broker_url
-                  else f"{settings.workers} grading workers, sandbox {settings.sandbox}")
+                  else f"{settings.workers} grading workers, sandbox {settings.sandbox}{runtime_note()}")
     click.echo(f"grade serve: store {'SQLite (WAL) ' + str(settings.data_dir / 'grader.db') if settings.is_sqlite else 'Postgres'}"
                f"; {grading_by}", err=True)
     click.echo(f"grade serve: http://{host}:{port}/  (API docs at /docs)", err=True)
@@ -252,6 +253,7 @@ def submit_cmd(file, exercise, server, token, track, candidate, seed, wait, time
               help="Comma-separated queues to take work from (interactive before bulk before ci).")
 @click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default=None, envvar="GRADER_SANDBOX",
               help="Where submissions run on this host (env GRADER_SANDBOX; default auto).")
+@runtime_option
 @click.option("--grace", type=float, default=600.0, show_default=True,
               help="On SIGTERM, seconds to let running gradings finish before leaving.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info")
@@ -275,7 +277,7 @@ def worker_cmd(data_dir, db, broker, concurrency, queues, sandbox, grace, log_le
         click.echo("grade worker: warning: SQLite store; workers on other hosts need --db postgresql://...", err=True)
     n = concurrency or max(1, os.cpu_count() or 1)
     click.echo(f"grade worker: {n} at once from {redact(settings.broker_url)} (queues {','.join(wanted)}), "
-               f"sandbox {settings.sandbox}", err=True)
+               f"sandbox {settings.sandbox}{runtime_note()}", err=True)
     try:
         sys.exit(run_worker(settings, concurrency=n, queues=wanted, grace_s=grace))
     except ValueError as exc:

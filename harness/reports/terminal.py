@@ -33,9 +33,15 @@ def category_line(d: dict, *, width: int = WIDTH) -> list[str]:
     return lines
 
 
+def sandbox_label(env: dict) -> str:
+    """"docker sandbox", "docker sandbox (gVisor)" under the runsc runtime, "local sandbox"."""
+    gvisor = " (gVisor)" if env.get("docker_runtime") == "runsc" else ""
+    return f"{env.get('sandbox')} sandbox{gvisor}"
+
+
 def render_dict(d: dict, *, audience: str = "interviewer", max_failures: int = 12) -> list[str]:
     lines = [f"{d['exercise']} ({d['track']} track): {d['verdict'].upper()}  "
-             f"score {_num(d['score'])}/{_num(d['max_score'])}  [{d['environment'].get('sandbox')} sandbox, "
+             f"score {_num(d['score'])}/{_num(d['max_score'])}  [{sandbox_label(d['environment'])}, "
              f"{d['timings'].get('total_s', 0):.2f} s]"]
     for diag in d.get("diagnosis", []):
         lines.append(f"  diagnosis: {diag['bug']}: {diag['summary']}")
@@ -77,7 +83,7 @@ def render_text(report: dict, *, audience: str = "interviewer", width: int = 24)
     pct = f" ({100 * d['score'] / d['max_score']:.0f}%)" if d["max_score"] else ""
     lines = [f"{title_of(d)}: {d['exercise']} ({d['track']} track)",
              f"verdict: {d['verdict'].upper()}   score {d['score']:g}/{d['max_score']:g}{pct}   "
-             f"[{env.get('sandbox')} sandbox, {timings.get('total_s', 0):.2f} s, seed {env.get('seed')}]"]
+             f"[{sandbox_label(env)}, {timings.get('total_s', 0):.2f} s, seed {env.get('seed')}]"]
     err = batch_error(d)
     if err:
         lines.append(f"not graded ({err.get('kind')}): {err.get('message', '')}")

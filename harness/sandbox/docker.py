@@ -14,6 +14,7 @@ containers (a host that crashed) are swept when a :class:`DockerSandbox` is crea
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import shutil
@@ -37,6 +38,13 @@ PROBE_TIMEOUT_S = 0.8       # engine ping / image inspect during available()
 API_TIMEOUT_S = 15          # other engine calls (kill, inspect, remove)
 AVAILABLE_TTL_S = 30.0      # how long available() trusts its last answer
 MAX_RUN_S_DEFAULT = 1800    # longest a grading run may keep one container; older ones are swept
+RUNTIME_ENV = "GRADER_DOCKER_RUNTIME"
+RUNTIMES = ("runc", "runsc")  # Docker's default (namespaces on the host kernel) | gVisor (a user-space kernel)
+DEFAULT_RUNTIME = "runc"
+RUNSC_PATH = "/usr/bin/runsc"
+RUNSC_PIDS_PER_TASK = 8     # runsc: host pids per guest task allowed in the container's cgroup (measured ~5)
+RUNSC_PIDS_BASE = 256       # runsc: host pids for gVisor's own sentry and gofer threads (measured ~60)
+RUNSC_MEMORY_OVERHEAD_MB = 256  # runsc: cgroup memory for gVisor itself, beyond the worker's and the tmpfs's
 
 
 def _version() -> str:
@@ -48,6 +56,30 @@ def _version() -> str:
 def default_image() -> str:
     """The sandbox image to run: ``$GRADER_SANDBOX_IMAGE`` or ``attn-grader-sandbox:<harness version>``."""
     return os.environ.get("GRADER_SANDBOX_IMAGE") or f"{IMAGE_REPO}:{_version()}"
+
+
+def default_runtime() -> str:
+    """The OCI runtime docker containers run under: ``$GRADER_DOCKER_RUNTIME`` (runc|runsc) or runc."""
+    return check_runtime(os.environ.get(RUNTIME_ENV) or DEFAULT_RUNTIME)
+
+
+def check_runtime(runtime: str) -> str:
+    if runtime not in RUNTIMES:
+        from harness.core.errors import UsageError
+
+        raise UsageError(f"unknown docker runtime {runtime!r} (from --runtime or ${RUNTIME_ENV}); "
+                         f"choose {' or '.join(RUNTIMES)}")
+    return runtime
+
+
+def register_hint(runtime: str) -> str:
+    """How to register ``runtime`` with the engine (runc always is)."""
+    snippet = json.dumps({"runtimes": {"runsc": {"path": RUNSC_PATH, "runtimeArgs": ["--network=none"]}}})
+    return (f"install gVisor (Debian: `apt-get install runsc`), merge {snippet} into /etc/docker/daemon.json "
+            "(`--network=none` is required: gVisor refuses `--network none` containers in the root network "
+            "namespace without it), then reload the engine: `kill -HUP $(pidof dockerd)`; "
+            "`bash .ci/docker-setup.sh` does all of this" if runtime == "runsc"
+            else f"register {runtime} with the engine (/etc/docker/daemon.json \"runtimes\") and reload dockerd")
 
 
 def worker_sha256() -> str:
@@ -101,9 +133,11 @@ def _client_kwargs() -> dict:
     return kwargs
 
 
-def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S) -> list[DoctorCheck]:
-    """Fast checks, in order, stopping at the first failure: engine reachable, image present, image current."""
+def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S, runtime: str | None = None) -> list[DoctorCheck]:
+    """Fast checks, in order, stopping at the first failure: engine reachable, runtime registered (runc always
+    is: the engine is only asked about another one), image present, image current."""
     image = image or default_image()
+    runtime = check_runtime(runtime or default_runtime())
     build_hint = "run `grade sandbox build` (air-gapped: `bash .ci/docker-setup.sh`)"
     out: list[DoctorCheck] = []
     engine_hint = ("start the Docker engine (e.g. `dockerd &` as root, or `bash .ci/docker-setup.sh`) "
@@ -130,6 +164,15 @@ def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S) -> list
                     engine_hint))
         return out
     out.append(DoctorCheck("engine", True, f"Docker engine {server} reachable", ""))
+    try:
+        runtime_check = _runtime_registered(client, runtime)
+    except Exception as exc:
+        runtime_check = DoctorCheck("runtime", False, f"cannot list the engine's runtimes: {type(exc).__name__}: "
+                                    f"{str(exc)[:200]}", "check `docker info`")
+    out.append(runtime_check)
+    if not runtime_check.ok:
+        client.close()
+        return out
     try:
         info = client.inspect_image(image)
     except Exception as exc:
@@ -159,6 +202,21 @@ def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S) -> list
     else:
         out.append(DoctorCheck("image current", True, f"labels match harness {want_version} and worker {want_sha[:12]}", ""))
     return out
+
+
+def _runtime_registered(client, runtime: str) -> DoctorCheck:
+    if runtime == DEFAULT_RUNTIME:  # built into every engine; `docker info` is not worth its time here
+        return DoctorCheck("runtime", True, "runc (Docker's default runtime: containers share the host's kernel)", "")
+    runtimes = client.info().get("Runtimes") or {}
+    if runtime not in runtimes:
+        return DoctorCheck("runtime", False, f"the Docker engine has no runtime {runtime!r} registered "
+                           f"(it has {', '.join(sorted(runtimes)) or 'none'})", register_hint(runtime))
+    spec = runtimes[runtime] or {}
+    args = spec.get("runtimeArgs") or []
+    if runtime == "runsc" and "--network=none" not in args:
+        return DoctorCheck("runtime", False, f"runsc is registered ({spec.get('path')}) without `--network=none` in "
+                           "its runtimeArgs: gVisor then refuses every `--network none` container", register_hint(runtime))
+    return DoctorCheck("runtime", True, f"{runtime} registered ({spec.get('path', '?')} {' '.join(args)})".rstrip(), "")
 
 
 _available_cache: dict[tuple, tuple[float, tuple[str, str, str] | None]] = {}
@@ -275,26 +333,30 @@ class DockerHandle(WorkerHandle):
 class DockerSandbox(Sandbox):
     name = "docker"
 
-    def __init__(self, image: str | None = None):
+    def __init__(self, image: str | None = None, runtime: str | None = None):
         self.image = image or default_image()
+        self.runtime = check_runtime(runtime or default_runtime())  # runc | runsc (gVisor), `docker run --runtime`
 
     # -- availability -------------------------------------------------------------------------------------
     @classmethod
-    def available(cls, image: str | None = None) -> bool:
-        """True when the engine answers and the sandbox image is present and current. Fast and cached."""
-        return cls.unavailable_reason(image) is None
+    def available(cls, image: str | None = None, runtime: str | None = None) -> bool:
+        """True when the engine answers, the runtime is registered and the sandbox image is present and
+        current. Fast and cached."""
+        return cls.unavailable_reason(image, runtime) is None
 
     @classmethod
-    def unavailable_reason(cls, image: str | None = None) -> tuple[str, str, str] | None:
+    def unavailable_reason(cls, image: str | None = None, runtime: str | None = None) -> tuple[str, str, str] | None:
         """Why docker grading cannot run, as the first failing check's ``(name, detail, hint)`` (name: engine,
-        image or image current), or None when it can. Fast and cached like :meth:`available`."""
+        runtime, image or image current), or None when it can. Fast and cached like :meth:`available`."""
         image = image or default_image()
-        key = (os.environ.get("DOCKER_HOST", ""), image)
+        runtime = check_runtime(runtime or default_runtime())
+        key = (os.environ.get("DOCKER_HOST", ""), image, runtime)
         now = time.monotonic()
         hit = _available_cache.get(key)
         if hit and now - hit[0] < AVAILABLE_TTL_S:
             return hit[1]
-        reason = next(((name, detail, hint) for name, ok, detail, hint in probe(image) if not ok), None)
+        reason = next(((name, detail, hint) for name, ok, detail, hint in probe(image, runtime=runtime) if not ok),
+                      None)
         _available_cache[key] = (now, reason)
         return reason
 
@@ -302,7 +364,7 @@ class DockerSandbox(Sandbox):
         """Raise :class:`SandboxUnavailable` with a fix hint unless docker grading can run."""
         from harness.core.errors import SandboxUnavailable
 
-        for name, ok, detail, hint in probe(self.image, timeout=3.0):
+        for name, ok, detail, hint in probe(self.image, timeout=3.0, runtime=self.runtime):
             if not ok:
                 raise SandboxUnavailable(f"docker sandbox unavailable: {detail}", hint=hint, check=name)
 
@@ -359,16 +421,16 @@ class DockerSandbox(Sandbox):
         env = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
-        memory = f"{int(limits.memory_mb)}m"
+        memory = f"{self._cgroup_memory_mb(limits)}m"
         cmd = [
             docker_cli() or "docker", "run", "-i", "--name", name,
             "--label", f"{LABEL}=1", "--label", f"{LABEL_STARTED}={started:.0f}",
             "--label", f"{LABEL_DEADLINE}={started + max_run_s():.0f}",
-            "--network", "none", "--read-only",
+            "--runtime", self.runtime, "--network", "none", "--read-only",
             "--tmpfs", f"/tmp:rw,nosuid,nodev,size={int(limits.tmpfs_mb)}m,mode=1777",
             "--tmpfs", "/dev/mqueue:ro,size=4k",  # --ipc none drops /dev/shm; this hides the writable mqueue
             "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-            "--pids-limit", str(int(limits.pids)),
+            *self._pids_flags(int(limits.pids)),
             "--memory", memory, "--memory-swap", memory,
             "--cpus", f"{float(limits.cpus):g}",
             "--ulimit", f"nofile={int(limits.nofile)}:{int(limits.nofile)}",
@@ -384,12 +446,38 @@ class DockerSandbox(Sandbox):
             cmd += ["--mount", f"type=bind,source={exchange},target={EXCHANGE_PATH}"]
         for key, value in env.items():
             cmd += ["-e", f"{key}={value}"]
-        cmd += [self.image, "python3", "-I", "-B", "/opt/grader/worker.py", "--track", track]
+        cmd += [self.image, *self._address_space_limit(limits), "python3", "-I", "-B", "/opt/grader/worker.py",
+                "--track", track]
         if exchange is not None:
             cmd += ["--exchange", EXCHANGE_PATH]
         if entry is None:
             return cmd + ["--warm", "--root", "/tmp"] + ([] if warm_up else ["--no-warm-up"])
         return cmd + ["--entry", entry, "/submission/submission.py"]
+
+    def _pids_flags(self, pids: int) -> list[str]:
+        """The process limit. runc: the container's pids cgroup counts exactly the worker's processes and
+        threads. runsc: that cgroup also holds gVisor's own host threads and ptrace stubs (about 60 for an idle
+        torch worker, ~5 per guest process), and gVisor dies (Go panic, exit 2) when it cannot make one; so the
+        worker's own limit is RLIMIT_NPROC, which gVisor enforces per sandbox (its kernel counts only this
+        container's uid 10001), and the cgroup gets a ceiling for the whole sandbox."""
+        if self.runtime == "runsc":
+            return ["--pids-limit", str(RUNSC_PIDS_PER_TASK * pids + RUNSC_PIDS_BASE), "--ulimit", f"nproc={pids}:{pids}"]
+        return ["--pids-limit", str(pids)]
+
+    def _cgroup_memory_mb(self, limits: Limits) -> int:
+        """runc: ``--memory`` is the worker's limit (an OOM kill is reported as ``memory``). runsc: the cgroup
+        also holds gVisor's own memory and its /tmp tmpfs, and gVisor accepts any allocation and lets the host
+        OOM-kill the whole sandbox (which Docker flags unreliably); so the worker's limit is its address space
+        (:meth:`_address_space_limit`, a MemoryError as in the local backend) and the cgroup gets headroom."""
+        if self.runtime == "runsc":
+            return int(limits.memory_mb) + int(limits.tmpfs_mb) + RUNSC_MEMORY_OVERHEAD_MB
+        return int(limits.memory_mb)
+
+    def _address_space_limit(self, limits: Limits) -> list[str]:
+        """runsc: ``RLIMIT_AS`` = ``memory_mb`` for the worker (gVisor enforces it; Docker has no ``--ulimit as``)."""
+        if self.runtime == "runsc":
+            return ["prlimit", f"--as={int(limits.memory_mb) * 1024 * 1024}"]
+        return []
 
     def start_warm(self, *, track: str, limits: Limits, warm_up: bool = True) -> WorkerHandle:
         """A container for one submission not chosen yet: no host path mounted at all; its worker imports and
@@ -447,4 +535,4 @@ class DockerSandbox(Sandbox):
         return handle
 
     def describe(self) -> dict:
-        return {"sandbox": self.name, "image": self.image}
+        return {"sandbox": self.name, "image": self.image, "docker_runtime": self.runtime}

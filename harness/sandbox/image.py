@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from harness.sandbox.base import WORKER_DIR, WORKER_FILES, DoctorCheck, Limits
-from harness.sandbox.docker import LABEL, DockerSandbox, api_client, default_image, probe, worker_sha256
+from harness.sandbox.docker import (LABEL, DockerSandbox, api_client, check_runtime, default_image, default_runtime,
+                                    probe, register_hint, worker_sha256)
 
 DOCKERFILE = Path(__file__).resolve().parent / "sandbox.Dockerfile"  # shipped inside the package
 BUILD_TIMEOUT_S = 3600
@@ -108,10 +109,47 @@ def build_image(*, base_image: str | None = None, wheels: str | Path | None = No
 LIMITS_PROBE = Path(__file__).resolve().parent / "limits_probe.py"
 
 
-def _limits_check(image: str) -> DoctorCheck:
+def _limits_check(image: str, runtime: str | None = None) -> list[DoctorCheck]:
+    """Run the probe container once (the sandbox's own flags, under ``runtime``): the limits in force, and which
+    kernel the container really runs on."""
+    box = DockerSandbox(image, runtime=runtime)
+    r = _probe_container(box)
+    if isinstance(r, DoctorCheck):
+        return [r, DoctorCheck("runtime in effect", False, "not checked (the probe container failed)",
+                               "fix the check above first")]
+    return [_hardening_check(r), _runtime_effect_check(r, box.runtime)]
+
+
+def _runtime_effect_check(r: dict, runtime: str) -> DoctorCheck:
+    """The kernel seen inside against the engine host's: runc shares it, gVisor shows its own."""
+    name = "runtime in effect"
+    try:
+        client = api_client(timeout=10)
+        try:
+            host_kernel = str(client.info().get("KernelVersion") or "?")
+        finally:
+            client.close()
+    except Exception as exc:
+        return DoctorCheck(name, False, f"cannot read the engine's kernel: {type(exc).__name__}: {exc}",
+                           "check `docker info`")
+    inside, gvisor = r.get("kernel", "?"), bool(r.get("gvisor"))
+    seen = f"kernel seen inside {inside} (engine host {host_kernel})"
+    if runtime == "runsc":
+        if gvisor:
+            return DoctorCheck(name, True, f"runsc: gVisor's user-space kernel ({seen}; its kernel log says gVisor)")
+        return DoctorCheck(name, False, f"runsc was asked for but the container does not run on gVisor ({seen})",
+                           register_hint("runsc") + "; and check the `runsc` entry of `docker info` Runtimes")
+    if gvisor or inside != host_kernel:
+        return DoctorCheck(name, False, f"{runtime} was asked for but the container does not share the host's kernel "
+                           f"({seen}{'; gVisor' if gvisor else ''})",
+                           "check /etc/docker/daemon.json: `runtimes` and `default-runtime`")
+    return DoctorCheck(name, True, f"{runtime}: containers share the host's kernel ({seen})")
+
+
+def _probe_container(box: DockerSandbox) -> dict | DoctorCheck:
     name = "limits effective"
+    image = box.image
     limits = Limits()
-    box = DockerSandbox(image)
     with tempfile.TemporaryDirectory(prefix="grader-doctor-") as tmp:
         (Path(tmp) / "submission.py").write_text("")
         cmd = box.command(name=f"grader-doctor-{int(time.time() * 1000)}", track="numpy", entry="x",
@@ -131,9 +169,13 @@ def _limits_check(image: str) -> DoctorCheck:
         return DoctorCheck(name, False, f"probe container failed ({run.returncode}): {(err or ['?'])[-1][:300]}",
                            "check `docker info` and that the engine supports --read-only/--cap-drop/--pids-limit")
     try:
-        r = json.loads(run.stdout.decode().strip().splitlines()[-1])
+        return json.loads(run.stdout.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):
         return DoctorCheck(name, False, f"probe output unreadable: {run.stdout[:200]!r}", "rebuild the image")
+
+
+def _hardening_check(r: dict) -> DoctorCheck:
+    name = "limits effective"
     bad = []
     if r.get("network") or [i for i in r.get("interfaces", []) if i != "lo"]:
         bad.append(f"network reachable (interfaces {r.get('interfaces')})")
@@ -156,22 +198,28 @@ def _limits_check(image: str) -> DoctorCheck:
                                    "no_new_privs, writable /tmp only", "")
 
 
-def doctor(*, image: str | None = None) -> list[DoctorCheck]:
-    """Checks, each ok or with a fix hint: engine reachable, image present, image current, limits effective.
+DOCTOR_CHECKS = ("engine", "runtime", "image", "image current", "limits effective", "runtime in effect")
 
-    Docker grading would fail unless every check is ok.
+
+def doctor(*, image: str | None = None, runtime: str | None = None) -> list[DoctorCheck]:
+    """Checks, each ok or with a fix hint: engine reachable, runtime registered (runc, or runsc = gVisor; default
+    ``$GRADER_DOCKER_RUNTIME`` or runc), image present, image current, limits effective, runtime in effect (the
+    kernel a sandbox container sees: the host's under runc, gVisor's under runsc).
+
+    Docker grading would fail (or not be what was asked for) unless every check is ok.
     """
     image = image or default_image()
-    checks = list(probe(image, timeout=3.0))
-    if len(checks) == 3 and all(c.ok for c in checks):
+    runtime = check_runtime(runtime or default_runtime())
+    checks = list(probe(image, timeout=3.0, runtime=runtime))
+    if len(checks) == 4 and all(c.ok for c in checks):
         try:
-            checks.append(_limits_check(image))
+            checks += _limits_check(image, runtime)
         except Exception as exc:  # keep doctor a report, never a crash
-            checks.append(DoctorCheck("limits effective", False, f"{type(exc).__name__}: {exc}",
-                                      "check `docker info`"))
+            checks += [DoctorCheck(name, False, f"{type(exc).__name__}: {exc}", "check `docker info`")
+                       for name in ("limits effective", "runtime in effect")]
     else:
         names = [c.name for c in checks]
-        for name in ("engine", "image", "image current", "limits effective"):
+        for name in DOCTOR_CHECKS:
             if name not in names:
                 checks.append(DoctorCheck(name, False, "not checked (an earlier check failed)",
                                           "fix the check above first"))

@@ -32,7 +32,30 @@ def main() -> None:
     caps = [line.split()[1] for line in status if line.startswith("CapEff")]
     r["cap_eff"] = caps[0] if caps else "?"
     r["no_new_privs"] = any(line.split() == ["NoNewPrivs:", "1"] for line in status)
+    if not any(line.startswith("NoNewPrivs:") for line in status):  # gVisor's /proc omits it: ask the kernel
+        try:
+            import ctypes
+
+            r["no_new_privs"] = ctypes.CDLL(None, use_errno=True).prctl(39, 0, 0, 0, 0) == 1  # PR_GET_NO_NEW_PRIVS
+        except (OSError, AttributeError):
+            pass
     r["docker_sock"] = os.path.exists("/var/run/docker.sock") or os.path.exists("/run/docker.sock")
+    # the kernel this container sees: the host's under runc, gVisor's own (4.4.0, "Starting gVisor..." in its
+    # kernel log, which it lets any process read) under runsc
+    r["kernel"] = os.uname().release
+    try:
+        with open("/proc/version") as f:
+            r["proc_version"] = f.read(300).strip()
+    except OSError:
+        r["proc_version"] = ""
+    try:
+        import subprocess
+
+        log = subprocess.run(["dmesg"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+        r["kernel_log_head"] = log.stdout.decode(errors="replace")[:200] if log.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        r["kernel_log_head"] = ""
+    r["gvisor"] = "gVisor" in r["kernel_log_head"]
     print(json.dumps(r))
 
 

@@ -219,7 +219,7 @@ class Worker:
     # -- plumbing ---------------------------------------------------------------------------------
     def send(self, header: dict, arrays: dict | None = None) -> None:
         header = dict(header, tripwires=list(TRIPWIRES))
-        self.out.write(wire.encode_frame(header, arrays))
+        write_all(self.out, wire.encode_frame(header, arrays))
         self.out.flush()
 
     def read_frame(self) -> tuple[dict | None, dict | None]:
@@ -615,9 +615,22 @@ class Worker:
                 self.send(_error(exc, self.path, "output"))
 
 
+def write_all(out: BinaryIO, data: bytes) -> None:
+    """Write every byte: a raw write may be short, and under gVisor (runsc) a pipe write returns after 64 KiB."""
+    view = memoryview(data)
+    while view:
+        n = out.write(view)
+        if n is None:  # EAGAIN on a non-blocking descriptor: wait until it can take more
+            select.select([], [out], [])
+            continue
+        view = view[n:]
+
+
 def protocol_stdout() -> BinaryIO:
     """The protocol's own copy of fd 1; fd 1 itself then points at stderr, so the candidate's prints land there."""
-    proto_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    # buffered: its write() and flush() loop over short writes (gVisor's pipes take 64 KiB per write), for
+    # whoever writes through it
+    proto_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # the candidate's prints land on stderr, which the host caps
     sys.stdout = sys.__stdout__ = os.fdopen(1, "w", buffering=1, closefd=False)
     return proto_out
