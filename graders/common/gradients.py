@@ -20,7 +20,8 @@ def _softmax_masked(scores, m):
 
 
 def reference_grads(case: Case, grad_out: np.ndarray) -> dict[str, np.ndarray]:
-    """d(sum(out * grad_out)) with respect to x, y (cross), every weight and every bias that exists."""
+    """d(sum(out * grad_out)) with respect to x, y (cross), every weight and every bias that exists. A KV cache
+    (``case.cache``, kv_cache) is a constant prefix of the keys and values: the mask then spans prefix + new."""
     f = np.float64
     x = case.x.astype(f)
     src = x if case.y is None else case.y.astype(f)
@@ -29,11 +30,14 @@ def reference_grads(case: Case, grad_out: np.ndarray) -> dict[str, np.ndarray]:
     bq, bk, bv, bo = ((bb.astype(f) if bb is not None else zeros(w.shape[1]))
                       for bb, w in ((case.bq, wq), (case.bk, wk), (case.bv, wv), (case.bo, wo)))
     b, s_q, d = x.shape
-    s_k = src.shape[1]
     h = case.h
     g = case.g or h
     dk, rep = d // h, h // g
     sc = np.sqrt(dk)
+    empty = np.zeros((b, g, 0, dk), f)
+    k_old, v_old = (empty, empty) if case.cache is None else (a.astype(f) for a in case.cache)  # (b, g, t0, dk)
+    t0 = k_old.shape[2]
+    s_k = t0 + src.shape[1]
 
     def split(t, n):                                                   # (b, s, n*dk) -> (b, n, s, dk)
         return t.reshape(t.shape[0], t.shape[1], n, dk).transpose(0, 2, 1, 3)
@@ -42,8 +46,8 @@ def reference_grads(case: Case, grad_out: np.ndarray) -> dict[str, np.ndarray]:
         return t.transpose(0, 2, 1, 3).reshape(t.shape[0], t.shape[2], -1)
 
     q = split(x @ wq + bq, h)                                          # (b, h, s_q, dk)
-    k = np.repeat(split(src @ wk + bk, g), rep, axis=1)                # (b, h, s_k, dk)
-    v = np.repeat(split(src @ wv + bv, g), rep, axis=1)                # (b, h, s_k, dk)
+    k = np.repeat(np.concatenate([k_old, split(src @ wk + bk, g)], 2), rep, axis=1)  # (b, h, s_k, dk)
+    v = np.repeat(np.concatenate([v_old, split(src @ wv + bv, g)], 2), rep, axis=1)  # (b, h, s_k, dk)
     m = None if case.mask is None else np.broadcast_to(case.mask, (b, h, s_q, s_k))
     p = _softmax_masked(q @ k.swapaxes(-1, -2) / sc, m)                # (b, h, s_q, s_k)
     c = merge(p @ v)                                                   # (b, s_q, d)
@@ -55,8 +59,8 @@ def reference_grads(case: Case, grad_out: np.ndarray) -> dict[str, np.ndarray]:
     ds = p * (dp - (dp * p).sum(-1, keepdims=True))                    # (b, h, s_q, s_k)
     dq = ds @ k / sc                                                   # (b, h, s_q, dk)
     dkk = ds.swapaxes(-1, -2) @ q / sc                                 # (b, h, s_k, dk)
-    dK = merge(dkk.reshape(b, g, rep, s_k, dk).sum(2))                 # (b, s_k, g*dk)
-    dV = merge(dv.reshape(b, g, rep, s_k, dk).sum(2))                  # (b, s_k, g*dk)
+    dK = merge(dkk.reshape(b, g, rep, s_k, dk).sum(2))[:, t0:]         # (b, s_k - t0, g*dk) not the prefix's
+    dV = merge(dv.reshape(b, g, rep, s_k, dk).sum(2))[:, t0:]          # (b, s_k - t0, g*dk)
     dQ = merge(dq)                                                     # (b, s_q, d)
     grads.update(wq=np.einsum("bsi,bsj->ij", x, dQ), bq=dQ.sum((0, 1)),
                  wk=np.einsum("bsi,bsj->ij", src, dK), bk=dK.sum((0, 1)),

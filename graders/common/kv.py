@@ -16,7 +16,7 @@ from harness.core.case import Case, random_case
 from harness.core.checks import CheckFailure, assert_close, check_output, tolerance_for
 
 from . import oracle
-from .gradients import _softmax_masked
+from . import gradients
 from .suite import compare_grads
 
 PAIR = "a pair (out, (K, V))"
@@ -137,53 +137,11 @@ def with_prefix(case: Case, t0: int, dtype="float64") -> Case:
 
 def reference_grads(case: Case, grad_out: np.ndarray) -> dict[str, np.ndarray]:
     """d(sum(out * grad_out)) of one call with respect to x (the new tokens), every weight and every bias; the
-    prefix cache is an input, not a function of the parameters."""
-    f = np.float64
-    c = case.astype(f)
-    x, wq, wk, wv, wo = c.x, c.wq, c.wk, c.wv, c.wo
-    zeros = lambda n: np.zeros(n, f)  # noqa: E731
-    bq, bk, bv, bo = ((bb if bb is not None else zeros(w.shape[1]))
-                      for bb, w in ((c.bq, wq), (c.bk, wk), (c.bv, wv), (c.bo, wo)))
-    b, s, d = x.shape
-    h, g = c.h, c.g
-    dk, rep = d // h, h // g
-    sc = np.sqrt(dk)
-
-    def split(t, n):                                                   # (b, s, n*dk) -> (b, n, s, dk)
-        return t.reshape(t.shape[0], t.shape[1], n, dk).transpose(0, 2, 1, 3)
-
-    def merge(t):                                                      # (b, n, s, dk) -> (b, s, n*dk)
-        return t.transpose(0, 2, 1, 3).reshape(t.shape[0], t.shape[2], -1)
-
-    empty = np.zeros((b, g, 0, dk))
-    k_old, v_old = (empty, empty) if c.cache is None else c.cache      # (b, g, t0, dk)
-    t0 = k_old.shape[2]
-    t = t0 + s
-    q = split(x @ wq + bq, h)                                          # (b, h, s, dk)
-    k = np.repeat(np.concatenate([k_old, split(x @ wk + bk, g)], 2), rep, axis=1)  # (b, h, t, dk)
-    v = np.repeat(np.concatenate([v_old, split(x @ wv + bv, g)], 2), rep, axis=1)  # (b, h, t, dk)
-    m = np.broadcast_to(np.arange(t)[None, :] > t0 + np.arange(s)[:, None], (b, h, s, t))
-    p = _softmax_masked(q @ k.swapaxes(-1, -2) / sc, m)                # (b, h, s, t)
-    ctx = merge(p @ v)                                                 # (b, s, d)
-    gout = grad_out.astype(f)                                          # (b, s, d)
-    grads = {"wo": np.einsum("bsi,bsj->ij", ctx, gout), "bo": gout.sum((0, 1))}
-    dctx = split(gout @ wo.T, h)                                       # (b, h, s, dk)
-    dp = dctx @ v.swapaxes(-1, -2)                                     # (b, h, s, t)
-    dv = p.swapaxes(-1, -2) @ dctx                                     # (b, h, t, dk)
-    ds = p * (dp - (dp * p).sum(-1, keepdims=True))                    # (b, h, s, t)
-    dq = ds @ k / sc                                                   # (b, h, s, dk)
-    dkk = ds.swapaxes(-1, -2) @ q / sc                                 # (b, h, t, dk)
-    dK = merge(dkk.reshape(b, g, rep, t, dk).sum(2))[:, t0:]           # (b, s, g*dk) the new tokens' keys
-    dV = merge(dv.reshape(b, g, rep, t, dk).sum(2))[:, t0:]            # (b, s, g*dk)
-    dQ = merge(dq)                                                     # (b, s, d)
-    grads.update(wq=np.einsum("bsi,bsj->ij", x, dQ), bq=dQ.sum((0, 1)),
-                 wk=np.einsum("bsi,bsj->ij", x, dK), bk=dK.sum((0, 1)),
-                 wv=np.einsum("bsi,bsj->ij", x, dV), bv=dV.sum((0, 1)))
-    grads["x"] = dQ @ wq.T + dK @ wk.T + dV @ wv.T
-    if c.bq is None:
-        for name in ("bq", "bk", "bv", "bo"):
-            grads.pop(name)
-    return grads
+    prefix cache is an input, not a function of the parameters. New token i sees keys 0 .. t0 + i."""
+    t0 = 0 if case.cache is None else case.cache[0].shape[2]
+    s = case.x.shape[1]
+    causal = np.arange(t0 + s)[None, :] > t0 + np.arange(s)[:, None]   # (s, t0 + s) True = hidden
+    return gradients.reference_grads(case.replace(mask=causal), grad_out)
 
 
 def check_gradients(candidate, case: Case, rng, record, *, dtype="float64") -> None:

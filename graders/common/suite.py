@@ -92,8 +92,11 @@ def check_dtype(candidate, case: Case, record, dtype: str) -> None:
 
 def check_not_mutated(candidate, case: Case, record) -> None:
     """No argument (input, context, weight, mask) may be modified in place."""
-    result = candidate.run(case, return_inputs=True)
-    sent = case.arrays()
+    check_unmutated(candidate.run(case, return_inputs=True), case.arrays(), record)
+
+
+def check_unmutated(result, sent: dict, record) -> None:
+    """The arguments after a ``return_inputs`` call (read back by the host where it can) equal those sent."""
     changed = []
     for name, after in result.inputs_after.items():
         before = sent.get(name)

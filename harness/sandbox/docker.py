@@ -225,16 +225,10 @@ _swept = False
 
 
 def _exchange():
-    """A file for the worker's input exchange (harness/sandbox/exchange.py), bind-mounted into the container;
-    None where none can be made (``GRADER_NO_EXCHANGE=1`` turns it off: the worker reports its inputs itself)."""
+    """A file for the worker's input exchange (harness/sandbox/exchange.py), bind-mounted into the container."""
     from harness.sandbox.exchange import Exchange
 
-    if os.environ.get("GRADER_NO_EXCHANGE"):
-        return None
-    try:
-        return Exchange.file()
-    except OSError:
-        return None
+    return Exchange.optional(Exchange.file)
 
 
 class DockerHandle(WorkerHandle):

@@ -228,15 +228,10 @@ def _limit_resources(limits: Limits, group: "cgroup.WorkerCgroup | None" = None)
 
 
 def _exchange():
-    """A memfd for the worker's input exchange (harness/sandbox/exchange.py), or None where there is none."""
+    """A memfd for the worker's input exchange (harness/sandbox/exchange.py), passed down as a descriptor."""
     from harness.sandbox.exchange import Exchange
 
-    if os.environ.get("GRADER_NO_EXCHANGE"):
-        return None
-    try:
-        return Exchange.memfd()
-    except (OSError, AttributeError):  # no memfd_create (not Linux, an old kernel)
-        return None
+    return Exchange.optional(Exchange.memfd)
 
 
 class LocalHandle(WorkerHandle):
@@ -334,24 +329,25 @@ class LocalSandbox(Sandbox):
             shutil.copyfile(WORKER_DIR / name, os.path.join(worker_dir, name))
         shutil.copyfile(submission, os.path.join(workdir, "submission.py"))
         prefix = namespace_prefix()
-        exchange = _exchange()
-        extra = ["--exchange-fd", str(exchange.fd)] if exchange else []
-        if mount_isolation():  # the worker runs from a copy on its own tmpfs (at /tmp when it may cover it)
-            box = os.path.join(workdir, "box")
-            os.mkdir(box)
-            cover = cover_tmp()
-            root = "/tmp" if cover else box
-            hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(workdir), d)]
-            cmd = _mount_command(prefix, box, int(limits.tmpfs_mb), cover, hidden,
-                                 self._command(root, track, entry) + extra)
-        else:
-            root = workdir
-            cmd = [*prefix, *self._command(root, track, entry), *extra]
-        home = os.path.join(root, "home")  # cwd, HOME and TMPDIR of the worker
-        if root == workdir:
-            os.mkdir(home, 0o700)
-        group = _new_cgroup(limits, workdir)
+        exchange = group = None
         try:
+            exchange = _exchange()
+            extra = ["--exchange-fd", str(exchange.fd)] if exchange else []
+            if mount_isolation():  # the worker runs from a copy on its own tmpfs (at /tmp when it may cover it)
+                box = os.path.join(workdir, "box")
+                os.mkdir(box)
+                cover = cover_tmp()
+                root = "/tmp" if cover else box
+                hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(workdir), d)]
+                cmd = _mount_command(prefix, box, int(limits.tmpfs_mb), cover, hidden,
+                                     self._command(root, track, entry) + extra)
+            else:
+                root = workdir
+                cmd = [*prefix, *self._command(root, track, entry), *extra]
+            home = os.path.join(root, "home")  # cwd, HOME and TMPDIR of the worker
+            if root == workdir:
+                os.mkdir(home, 0o700)
+            group = _new_cgroup(limits)
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     cwd=workdir if root != workdir else home, env=scrubbed_env(home),
                                     start_new_session=True,
@@ -386,15 +382,13 @@ def doctor_checks() -> list:
     return [DoctorCheck(*c) for c in cgroup.doctor_checks()]
 
 
-def _new_cgroup(limits: Limits, workdir: str | None = None) -> "cgroup.WorkerCgroup | None":
+def _new_cgroup(limits: Limits) -> "cgroup.WorkerCgroup | None":
     """The worker's own cgroup (pids, memory), or None where cgroups are unavailable (see cgroup.support)."""
     from harness.core.errors import InfrastructureError
 
     try:
         return cgroup.create(limits)
     except OSError as exc:
-        if workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
         raise InfrastructureError(f"could not make the local worker's cgroup: {exc}") from exc
 
 
