@@ -602,3 +602,14 @@ def test_a_forged_parameter_report_is_a_structure_failure(tmp_path):
         assert candidate.layout_check == "host: static read"
     finally:
         session.close()
+
+
+def test_a_worker_cannot_claim_the_host_read_its_arguments_back(tmp_path):
+    """Only the host sets ``read_back`` (the INPUT arrays it read from the exchange itself); a worker's is dropped."""
+    session = session_for(READY + "frame({'kind': 'result', 'read_back': ['x', 'wq']})\nimport time; time.sleep(5)\n",
+                          tmp_path)
+    try:
+        head, _ = session.request({"op": "ping"})
+    finally:
+        session.close()
+    assert head["kind"] == "result" and "read_back" not in head

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from harness.core.case import Case
-from harness.session.channel import WorkerSession
+from harness.session.channel import READ_BACK, WorkerSession
 from harness.core.errors import GraderError
 from harness.core.exercises import Exercise
 from harness.worker import wire
@@ -207,9 +207,8 @@ class Candidate:
         head, out = self.session.request(req, send, readback=return_inputs)
         grads = {k[len(wire.GRAD):]: v for k, v in out.items() if k.startswith(wire.GRAD)}
         inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
-        inputs, host = self._host_inputs(inputs)
         return Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, memory=head.get(wire.MEMORY),
-                      read_back=host)
+                      read_back=tuple(head.get(READ_BACK, ())))
 
     def _spec(self, name: str, case: Case, arrays: dict, layout: str, **extra) -> dict:
         if name in INT_FIELDS:
@@ -239,9 +238,8 @@ class Candidate:
             req["tree"] = True
         head, out = self.session.request(req, arrays, readback=return_inputs)
         inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
-        inputs, host = self._host_inputs(inputs)
-        return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), {}, inputs, read_back=host), head,
-                               out)
+        return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), {}, inputs,
+                                      read_back=tuple(head.get(READ_BACK, ()))), head, out)
 
     @staticmethod
     def _with_tree(result: Result, head: dict, out: dict) -> Result:
@@ -251,10 +249,6 @@ class Candidate:
             result.leaves = [(info, out.get(wire.LEAF + str(i))) for i, info in enumerate(head.get("leaves", []))]
         return result
 
-    def _host_inputs(self, inputs: dict) -> tuple[dict, tuple]:
-        """What the host read back itself replaces whatever the worker sent for the same names."""
-        host = self.session.read_back or {}
-        return {**inputs, **host}, tuple(sorted(host))
 
     def _run_torch(self, case, layout, mode, grad_output, return_inputs, flops) -> Result:
         lay = self.build(d=case.d, h=case.h, g=case.g, bias=case.has_bias)
@@ -303,6 +297,5 @@ class Candidate:
                 grads[key[len(wire.GRAD):]] = value
             elif key.startswith(wire.INPUT):
                 inputs[key[len(wire.INPUT):]] = value
-        inputs, host = self._host_inputs(inputs)
         return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, head.get("flops"),
-                                      read_back=host), head, out)
+                                      read_back=tuple(head.get(READ_BACK, ()))), head, out)

@@ -90,6 +90,9 @@ def _checked_tree(head: dict) -> None:
     head["leaves"] = [_clean_output_info(x) for x in leaves]
 
 
+READ_BACK = "read_back"  # a result header field the host sets itself: the INPUT arrays it read back (exchange)
+
+
 def _checked_header(head: dict) -> dict:
     """Type-check the fields the host reads from a frame header. The worker is the candidate's process, so a
     header may be forged: a field of the wrong type is a malformed frame (the candidate's failure), never an
@@ -277,8 +280,9 @@ class WorkerSession:
     # -- requests ---------------------------------------------------------------------------------
     def request(self, header: dict, arrays: dict | None = None, *, readback: bool = False) -> tuple[dict, dict]:
         """Send one request, wait for its answer. Raises WorkerFault or CandidateException. ``readback``: hand the
-        array arguments over through the worker's input exchange and read them back after the answer (then in
-        :attr:`read_back`; None when the worker has no working exchange: it reports its inputs itself)."""
+        array arguments over through the worker's input exchange and read them back after the answer: they
+        replace the worker's INPUT arrays, and the header's ``read_back`` names them (also in :attr:`read_back`;
+        None when the worker has no working exchange: it reports its inputs itself)."""
         if self.handle is not None and self._ready and not self.ready_error and self.handle.proc.poll() is not None:
             self._restart()
         self.ensure_ready()
@@ -316,8 +320,11 @@ class WorkerSession:
             status = head.get("status") if head.get("status") in ("memory",) else "error"
             fault = WorkerFault(status, clean_text(str(head.get("message", "")), 500), {"reported_by": "worker"})
             raise fault
+        head.pop(READ_BACK, None)  # only the host says what it read back
         if placed is not None:
             self.read_back = self.handle.exchange.read_back(placed)
+            arrs = dict(arrs, **{wire.INPUT + name: value for name, value in self.read_back.items()})
+            head[READ_BACK] = sorted(self.read_back)  # these INPUT arrays are the host's, not the worker's word
         return head, arrs
 
     def _write_all(self, payload: bytes, deadline: float) -> None:
