@@ -254,3 +254,9 @@ def test_candidate_filter_is_a_case_insensitive_substring(srv):
         assert sid in [s["id"] for s in ivy.get("/v1/submissions", params={"candidate": q}).json()["items"]], q
     assert sid not in [s["id"] for s in ivy.get("/v1/submissions", params={"candidate": "ada_"}).json()["items"]]
     assert "Ada Byron-King" in ivy.get("/v1/exports/csv", params={"candidate": "byron"}).text
+    # the candidate records: the two "Ada Lovelace" of the first test are two, found by any part of the name
+    found = ivy.get("/v1/candidates", params={"q": "lovelace"}).json()
+    assert len({c["id"] for c in found if c["display_name"] == "Ada Lovelace"}) >= 2
+    one = ivy.get(f"/v1/candidates/{found[0]['id']}").json()
+    assert one["rounds"] and all(s["candidate_id"] == one["id"] for s in one["submissions"])
+    assert srv.client(srv.tokens["boss"]).get("/v1/candidates/cand_nope").status_code == 404

@@ -102,8 +102,11 @@ def invitation_view(inv: dict, link: str | None = None) -> dict:
 
 
 def link_for(request: Request, secret: str) -> str:
-    base = request.app.state.settings.public_url or str(request.base_url)
-    return base.rstrip("/") + "/join?code=" + secret
+    return join_link(request.app.state.settings.public_url or str(request.base_url), secret)
+
+
+def join_link(base_url: str, secret: str) -> str:
+    return base_url.rstrip("/") + "/join?code=" + secret
 
 
 def links_csv(views: list[dict]) -> Response:
@@ -145,6 +148,13 @@ def people_from_csv(text: str) -> list[dict]:
 
 def invite(request: Request, who: Principal, r: dict, people: list[dict], expires: str | None) -> list[dict]:
     """Invitations (and new candidates) for ``people``; the views carry the links, shown this once."""
+    return invite_people(request.app.state.store, r, people, expires, created_by=who.token_id,
+                         base_url=request.app.state.settings.public_url or str(request.base_url))
+
+
+def invite_people(store, r: dict, people: list[dict], expires: str | None, *, created_by: int | None,
+                  base_url: str) -> list[dict]:
+    """The API's, the page's and the CLI's invitations (UsageError on bad input)."""
     if rounds.state(r) == "closed":
         raise UsageError(f"round {r['name']!r} is closed")
     for p in people:
@@ -154,11 +164,10 @@ def invite(request: Request, who: Principal, r: dict, people: list[dict], expire
     if until <= now():
         raise UsageError("expires: must be in the future")
     try:
-        made = invitations.invite(request.app.state.store, r["id"], people, expires_at=until,
-                                  created_by=who.token_id)
+        made = invitations.invite(store, r["id"], people, expires_at=until, created_by=created_by)
     except KeyError as exc:
         raise UsageError(f"candidates: no candidate {exc.args[0]!r}") from None
-    return [invitation_view({**inv, "candidate": c}, link_for(request, secret)) for secret, inv, c in made]
+    return [invitation_view({**inv, "candidate": c}, join_link(base_url, secret)) for secret, inv, c in made]
 
 
 def round_or_404(request: Request, round_id: str) -> dict:
