@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.service.rounds import csrf_of
+from tests.service.rounds import signed_in
 from tests.service.support import Server, make_tokens, store_rows, submit, wait_done
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,9 +179,7 @@ def test_forms_need_the_csrf_token_and_a_bad_token_does_not_sign_in(srv, page):
         # a bearer token in the cookie is no session
         c.cookies.set("grader_session", srv.tokens["ivy"])
         assert c.get("/submissions").status_code == 303
-        c.cookies.clear()
-        login = c.get("/login")
-        c.post("/login", data={"csrf": csrf_of(login.text), "token": srv.tokens["ivy"], "next": "/"})
+    with signed_in(srv.url, srv.tokens["ivy"]) as c:
         assert c.cookies["grader_session"] != srv.tokens["ivy"]
         r = c.post("/submit", files={"file": ("x.py", REF.encode())}, data={"exercise": "mha"})
         assert r.status_code == 403

@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from tests.service.rounds import join, page_submit
-from tests.service.support import Server, error_of, make_tokens, store_rows, submit, wait_done
+from tests.service.support import (FreshPostgres, Server, error_of, make_tokens, postgres_url_or_skip, store_rows,
+                                   submit, wait_done)
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = (ROOT / "reference" / "mha_numpy.py").read_text()
@@ -26,16 +27,52 @@ TORCH_MHA = (ROOT / "reference" / "mha_torch.py").read_text()
 SECRETS: list[str] = []          # every token, session id and invitation secret this module made
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory):
-    data = tmp_path_factory.mktemp("rounds") / "data"
-    tokens = make_tokens(data, ("admin", "boss"), ("interviewer", "ivy"))
+def _cluster_rows(url: str):
+    from sqlalchemy import create_engine, text
+
+    def rows() -> list[dict]:
+        eng = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+        with eng.connect() as c:
+            out = [dict(r._mapping) for r in c.execute(text("SELECT * FROM submissions ORDER BY seq"))]
+        eng.dispose()
+        return out
+    return rows
+
+
+@pytest.fixture(scope="module", params=["serve", pytest.param("cluster", marks=[pytest.mark.postgres,
+                                                                                   pytest.mark.redis])])
+def srv(tmp_path_factory, request):
+    """`grade serve` alone (SQLite, in-process workers), or the API on Postgres with a `grade worker` process
+    grading through Redis."""
+    tmp = tmp_path_factory.mktemp("rounds")
+    data, pg, worker, env = tmp / "data", None, None, {}
+    if request.param == "cluster":
+        import random
+
+        from tests.service.cluster import NetHosts, WorkerProc, redis_url_or_skip
+
+        pg = FreshPostgres(postgres_url_or_skip())
+        broker = f"{redis_url_or_skip().rsplit('/', 1)[0]}/{random.randint(1, 63)}"
+        env = {"GRADER_DATABASE_URL": pg.url, "GRADER_BROKER_URL": broker}
+        __import__("redis").Redis.from_url(broker).flushdb()
+    tokens = make_tokens(data, ("admin", "boss"), ("interviewer", "ivy"), db=pg.url if pg else None)
     SECRETS.extend(tokens.values())
-    server = Server(data, workers=2).start()
+    server = Server(data, workers=2, env=env).start()
     server.tokens = tokens
-    yield server
-    server.stop()
-    log = server.log()
+    server.rows = _cluster_rows(pg.url) if pg else (lambda: store_rows(data))
+    if pg:
+        worker = WorkerProc(NetHosts(0), 0, broker=env["GRADER_BROKER_URL"], db=pg.url, data_dir=tmp / "worker",
+                            concurrency=2).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        if worker:
+            worker.stop()
+        if pg:
+            pg.drop()
+            __import__("redis").Redis.from_url(env["GRADER_BROKER_URL"]).flushdb()
+    log = server.log() + (worker.log() if worker else "")
     # the access log: method, path without the query, status, duration, principal
     assert re.search(r"grader\.access: GET /v1/me 200 [0-9.]+ms token:[0-9]+\n", log), log[-3000:]
     assert re.search(r"grader\.access: GET /join 200 [0-9.]+ms -\n", log)
@@ -92,13 +129,13 @@ def test_two_candidates_with_one_name_are_two_candidates(srv):
         assert r.status_code == 303, r.text
         a_sub = r.headers["location"].rsplit("/", 1)[1]
         b_sub = page_submit(b, "mha", REF).headers["location"].rsplit("/", 1)[1]
-        rows = {row["id"]: row for row in store_rows(srv.data_dir)}
+        rows = {row["id"]: row for row in srv.rows()}
         assert rows[a_sub]["candidate_id"] == a_inv["candidate_id"] and rows[a_sub]["round_id"] == rnd["id"]
         assert rows[b_sub]["candidate_id"] == b_inv["candidate_id"]
         before = len(rows)
         r = page_submit(a, "gqa", REF)
         assert r.status_code == 403 and "not part of your round" in r.text
-        assert len(store_rows(srv.data_dir)) == before
+        assert len(srv.rows()) == before
         # neither sees the other's submission, report, page or source
         for c, other in ((a, b_sub), (b, a_sub)):
             for path in (f"/v1/submissions/{other}", f"/v1/submissions/{other}/report",
@@ -118,17 +155,17 @@ def test_two_candidates_with_one_name_are_two_candidates(srv):
         # the attempt limit (3 per exercise): the fourth is a 403 naming the limit, nothing stored
         for _ in range(2):
             assert page_submit(a, "mha", REF).status_code == 303
-        before = len(store_rows(srv.data_dir))
+        before = len(srv.rows())
         r = page_submit(a, "mha", REF)
         assert r.status_code == 403 and "all 3 attempts at mha" in r.text
-        assert len(store_rows(srv.data_dir)) == before
+        assert len(srv.rows()) == before
         # b is not affected by a's attempts
         assert page_submit(b, "kv_cache", REF).status_code == 303
         # after the close: refused, with the reason
         assert ivy.post(f"/v1/rounds/{rnd['id']}/close").json()["state"] == "closed"
         r = page_submit(b, "mha", REF)
         assert r.status_code == 403 and "closed at" in r.text
-        assert len(store_rows(srv.data_dir)) == before + 1
+        assert len(srv.rows()) == before + 1
     finally:
         a.close()
         b.close()

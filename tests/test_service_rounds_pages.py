@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.service.support import Server, make_tokens, store_rows, wait_done
-from tests.test_service_pages import ARGS, CHROMIUM, SHOTS, pytestmark  # noqa: F401  (the browser marker and skip)
+from tests.test_service_pages import SHOTS, browser, pytestmark  # noqa: F401  (the browser fixture, marker, skip)
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = (ROOT / "reference" / "mha_numpy.py").read_text()
@@ -29,17 +29,6 @@ def srv(tmp_path_factory):
     yield server
     server.stop()
     assert tokens["ivy"] not in server.log()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _context(browser):

@@ -3,6 +3,7 @@ submit through the page's form."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import httpx
@@ -33,3 +34,13 @@ def page_submit(c: httpx.Client, exercise: str, source: str) -> httpx.Response:
     page = c.get("/exercises")
     return c.post("/submit", data={"csrf": csrf_of(page.text), "exercise": exercise, "track": "auto"},
                   files={"file": ("solution.py", source.encode())})
+
+
+@contextlib.contextmanager
+def signed_in(base_url: str, token: str):
+    """A client signed in on the pages with ``token`` (the sign-in form; the cookie is a session id)."""
+    with httpx.Client(base_url=base_url, timeout=90) as c:
+        page = c.get("/login")
+        r = c.post("/login", data={"csrf": csrf_of(page.text), "token": token, "next": "/"})
+        assert r.status_code == 303 and "grader_session" in c.cookies, r.text
+        yield c
