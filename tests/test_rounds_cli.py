@@ -62,3 +62,11 @@ def test_tokens_say_where_and_list_with_a_header(tmp_path):
     assert "last active admin" in r.stderr
     r = run("tokens", "create", *d, "--role", "admin", "--name", "x", "--expires", "soon", ok=False)
     assert "30d, 12h, 90m" in r.stderr
+    # a second token for the same candidate record, not a new candidate of the same name
+    r = run("tokens", "create", *d, "--role", "candidate", "--name", "Ada")
+    cid = r.stderr.split("(cand_")[1].split(")")[0]
+    r = run("tokens", "create", *d, "--role", "candidate", "--name", "Ada", "--candidate-id", "cand_" + cid)
+    assert f"(cand_{cid})" in r.stderr
+    assert run("tokens", "list", *d).stdout.count("cand_" + cid) == 2
+    r = run("tokens", "create", *d, "--role", "candidate", "--name", "Ada", "--candidate-id", "cand_nope", ok=False)
+    assert "no candidate 'cand_nope'" in r.stderr

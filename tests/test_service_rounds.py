@@ -9,6 +9,7 @@ server's log, for the whole module, holds none of the secrets it handed out."""
 from __future__ import annotations
 
 import csv
+from html import escape
 import io
 import re
 from pathlib import Path
@@ -151,7 +152,12 @@ def test_two_candidates_with_one_name_are_two_candidates(srv):
         assert rep["verdict"] == "failed" and rep["feedback"] == "summary"
         assert rep["diagnosis"] and rep["diagnosis"][0]["bug"] == "scale_sqrt_d"
         assert all(t["message"] == "" and t["diagnostics"] == {} for t in rep["tests"])
-        assert any(t["message"] for t in ivy.get(f"/v1/submissions/{a_sub}/report").json()["tests"])
+        full = ivy.get(f"/v1/submissions/{a_sub}/report").json()
+        messages = [t["message"] for t in full["tests"] if t["status"] == "failed" and len(t["message"]) > 20]
+        assert messages
+        html = a.get(f"/v1/submissions/{a_sub}/report.html")
+        assert html.status_code == 200 and "scale_sqrt_d" in html.text
+        assert not any(m[:60] in html.text or escape(m[:60]) in html.text for m in messages)
         # the attempt limit (3 per exercise): the fourth is a 403 naming the limit, nothing stored
         for _ in range(2):
             assert page_submit(a, "mha", REF).status_code == 303
@@ -188,8 +194,12 @@ def test_refusals_over_the_api_name_the_limit(srv):
     assert r.status_code == 403 and err["code"] == "attempt_limit" and err["details"]["round"] == rnd["id"]
     later = _round(ivy, name="Later", opens_at="1h", closes_at="2h")
     (inv2,) = _invite(ivy, later["id"], "Hedy")
-    tok = boss.post("/v1/tokens", json={"role": "candidate", "name": "Hedy", "candidate_id": inv2["candidate_id"]})
+    code = inv2["link"].split("code=")[1]
+    tok = httpx.post(srv.url + "/v1/join", json={"code": code})          # a command-line client's sign-in
+    assert tok.status_code == 201 and tok.json()["candidate_id"] == inv2["candidate_id"], tok.text
     SECRETS.append(tok.json()["token"])
+    assert httpx.post(srv.url + "/v1/join", json={"code": code}).status_code == 404     # single use
+    assert httpx.get(inv2["link"]).status_code == 404
     err = error_of(submit(srv.client(tok.json()["token"]), "mha", REF))
     assert err["code"] == "round_not_open" and "opens at" in err["message"] and err["details"]["until"]
 

@@ -112,12 +112,19 @@ def _open(data_dir, db):
 @store_options
 @click.option("--role", type=click.Choice(["admin", "interviewer", "candidate"]), required=True)
 @click.option("--name", required=True, help="Who holds it (for a candidate: the candidate's name).")
-@click.option("--candidate", help="Candidate name the token is bound to (default: --name).")
-@click.option("--expires", help="Lifetime (30d, 12h, 90m) or an ISO date; default never.")
-def tokens_create(data_dir, db, role, name, candidate, expires):
+@click.option("--candidate", help="Role candidate: the display name of a new candidate record (default: --name).")
+@click.option("--candidate-id", help="Role candidate: an existing candidate (cand_...) instead of a new one.")
+@click.option("--expires", help="Lifetime (30d, 12h, 90m, 45s) or an ISO date; default never.")
+def tokens_create(data_dir, db, role, name, candidate, candidate_id, expires):
     """Create a token and print its secret (shown once)."""
     store = _open(data_dir, db)
-    secret, row = store.create_token(role=role, name=name, candidate=candidate, expires_at=_parse_expiry(expires))
+    if candidate_id and role != "candidate":
+        _fail("--candidate-id is for --role candidate", EXIT_USAGE)
+    try:
+        secret, row = store.create_token(role=role, name=name, candidate=candidate, candidate_id=candidate_id,
+                                         expires_at=_parse_expiry(expires))
+    except ValueError as exc:
+        _fail(str(exc), EXIT_USAGE)
     click.echo(secret)
     click.echo(f"token {row['id']}: role {role}, name {name!r}"
                + (f", candidate {row['candidate']!r} ({row['candidate_id']})" if row["candidate"] else "")

@@ -30,9 +30,12 @@ def parse_time(value: str, what: str = "time", *, base: dt.datetime | None = Non
     if text == "now":
         return t0
     if _DURATION.match(text):
-        return t0 + parse_duration(text, what)
+        try:
+            return t0 + parse_duration(text, what)
+        except OverflowError:
+            raise UsageError(f"{what}: {value!r} is too far away") from None
     try:
         t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo else t
+    except (ValueError, OverflowError):
         raise UsageError(f"{what}: {value!r} is not {FORMS}") from None
-    return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo else t

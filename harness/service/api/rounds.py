@@ -21,11 +21,13 @@ from harness.service.store.repository import iso, now
 
 router = APIRouter(tags=["rounds"])
 MAX_INVITES = 500
+AFTER_CLOSE_DAYS = 14      # an invited candidate's token outlives the round by this, to read after_close feedback
+TEXT = r"^[^\x00-\x1f\x7f]*$"          # one line of printable text (no NUL, no control characters)
 
 
 class RoundCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, pattern=TEXT)
     exercises: list[str] = Field(min_length=1, max_length=20, description="exercise names, or name:track to "
                                                                           "allow one track only (mha:numpy)")
     opens_at: str = Field("now", max_length=40, description="ISO 8601, `now`, or a duration from now (2h)")
@@ -39,9 +41,9 @@ class RoundCreate(BaseModel):
 
 class Person(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    display_name: str | None = Field(None, min_length=1, max_length=200)
-    email: str | None = Field(None, max_length=320)
-    external_ref: str | None = Field(None, max_length=200)
+    display_name: str | None = Field(None, min_length=1, max_length=200, pattern=TEXT)
+    email: str | None = Field(None, max_length=320, pattern=TEXT)
+    external_ref: str | None = Field(None, max_length=200, pattern=TEXT)
     candidate_id: str | None = Field(None, max_length=32, description="re-invite an existing candidate")
 
 
@@ -50,6 +52,19 @@ class InviteBody(BaseModel):
     candidates: list[Person] = Field(min_length=1, max_length=MAX_INVITES)
     expires: str | None = Field(None, max_length=40, description="the links' lifetime (48h) or an ISO time; "
                                                                  "default: when the round closes")
+
+
+def _inline(schema: dict) -> dict:
+    """A JSON schema with its local ``$defs`` references replaced by the definitions (for openapi_extra)."""
+    defs = schema.pop("$defs", {})
+
+    def walk(x):
+        if isinstance(x, dict):
+            if set(x) == {"$ref"} and x["$ref"].startswith("#/$defs/"):
+                return walk(defs[x["$ref"].rsplit("/", 1)[1]])
+            return {k: walk(v) for k, v in x.items()}
+        return [walk(v) for v in x] if isinstance(x, list) else x
+    return walk(schema)
 
 
 def _usage(exc: UsageError) -> ApiError:
@@ -141,9 +156,21 @@ def people_from_csv(text: str) -> list[dict]:
                     "external_ref": (row.get(fields.get("external_ref", ""), "") or "").strip() or None})
     if not out:
         raise UsageError("the CSV names nobody")
+    check_people(out)
     if len(out) > MAX_INVITES:
         raise UsageError(f"at most {MAX_INVITES} invitations at once")
     return out
+
+
+def check_people(people: list[dict]) -> None:
+    """Names, e-mails and references are one line of printable text each, of bounded length."""
+    import re
+
+    for p in people:
+        for key, limit in (("display_name", 200), ("email", 320), ("external_ref", 200)):
+            v = p.get(key)
+            if v is not None and (len(v) > limit or not re.match(TEXT, v)):
+                raise UsageError(f"{key}: at most {limit} printable characters on one line ({v[:40]!r})")
 
 
 def invite(request: Request, who: Principal, r: dict, people: list[dict], expires: str | None) -> list[dict]:
@@ -212,7 +239,7 @@ def close_round(round_id: str, request: Request, who: Principal = Depends(staff)
 @router.post("/v1/rounds/{round_id}/invitations", status_code=201, responses={
     201: {"description": "the invitations, each with its link (shown this once); text/csv with ?format=csv"},
     **error_responses(401, 403, 404, 415, 422)}, openapi_extra={"requestBody": {"required": True, "content": {
-        "application/json": {"schema": InviteBody.model_json_schema()},
+        "application/json": {"schema": _inline(InviteBody.model_json_schema())},
         "text/csv": {"schema": {"type": "string", "description": "header row: name,email,external_ref"}}}}})
 async def create_invitations(round_id: str, request: Request, format: str = Query("json", pattern="^(json|csv)$"),
                              expires: str | None = Query(None, max_length=40),
@@ -275,6 +302,42 @@ def revoke_invitation(inv_id: int, request: Request, who: Principal = Depends(st
     if not (0 < inv_id < 2**31) or not invitations.revoke(request.app.state.store, inv_id):
         raise ApiError(404, "not_found", f"no unused invitation {inv_id}")
     return Response(status_code=204)
+
+
+class JoinBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    code: str = Field(min_length=1, max_length=100, description="the invitation link's `code`")
+
+
+def redeem(store, code: str) -> tuple[str, dict, dict] | None:
+    """Use an invitation: (a new candidate token's secret, its row, the round), or None if the code is unknown,
+    used, revoked or expired. The token lives until 14 days after the round closes (to read after_close
+    feedback)."""
+    import datetime as dt
+
+    from harness.service.store import candidates
+
+    inv = invitations.redeem(store, code)
+    if inv is None:
+        return None
+    r = store_rounds.get(store, inv["round_id"])
+    c = candidates.get(store, inv["candidate_id"])
+    until = max(r["ends_at"], now()) + dt.timedelta(days=AFTER_CLOSE_DAYS)
+    secret, tok = store.create_token(role="candidate", name=c["display_name"], candidate=c["display_name"],
+                                     candidate_id=c["id"], expires_at=until)
+    return secret, tok, r
+
+
+@router.post("/v1/join", status_code=201, responses=error_responses(404, 422))
+def join(body: JoinBody, request: Request):
+    """Exchange an invitation code for a candidate bearer token (for a command-line client; the browser uses
+    the link's page). Single use: the same code then opens nothing, on the page or here."""
+    got = redeem(request.app.state.store, body.code)
+    if got is None:
+        raise ApiError(404, "not_found", "this invitation is unknown, used, revoked or expired")
+    secret, tok, r = got
+    return JSONResponse({"token": secret, "candidate_id": tok["candidate_id"], "round_id": r["id"],
+                         "expires_at": iso(tok["expires_at"])}, status_code=201, headers={"Cache-Control": "no-store"})
 
 
 @router.get("/v1/me", responses=error_responses(401))

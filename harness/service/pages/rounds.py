@@ -21,7 +21,6 @@ from harness.service.store.repository import iso, now
 
 router = APIRouter(include_in_schema=False)
 JOIN_CSRF = "grader_join_csrf"
-AFTER_CLOSE_DAYS = 14          # an invited candidate's session outlives the round, to read after_close feedback
 
 
 def signed_in_as(request: Request, roles: tuple[str, ...], what: str):
@@ -121,6 +120,7 @@ async def invite_page(request: Request, round_id: str):
             people = api.people_from_csv((await upload.read()).decode("utf-8", "replace"))
         else:
             people = _people_from_lines(str(form.get("people") or ""))
+        api.check_people(people)
         if not people:
             raise UsageError("Name at least one candidate (one per line: name, e-mail, reference), or choose a CSV.")
         views = await run_in_threadpool(api.invite, request, who, r, people, str(form.get("expires") or "") or None)
@@ -192,18 +192,11 @@ async def join(request: Request):
     sent, cookie = str(form.get("csrf") or ""), request.cookies.get(JOIN_CSRF) or ""
     if not sent or not cookie or not secrets.compare_digest(sent, cookie):
         return _join_page(request, code, 403, "The page expired; press the button again.")
-    store = request.app.state.store
-    inv = await run_in_threadpool(invitations.redeem, store, code)
-    if inv is None:
+    got = await run_in_threadpool(api.redeem, request.app.state.store, code)
+    if got is None:
         return _join_page(request, code)
-    r = store_rounds.get(store, inv["round_id"])
-    c = next(m for m in store_rounds.members(store, r["id"]) if m["id"] == inv["candidate_id"])
-    import datetime as dt
-
-    until = max(r["ends_at"], now()) + dt.timedelta(days=AFTER_CLOSE_DAYS)
-    _, tok = store.create_token(role="candidate", name=c["display_name"], candidate=c["display_name"],
-                                candidate_id=c["id"], expires_at=until)
+    _, tok, _ = got
     resp = RedirectResponse("/exercises", status_code=303)
-    await run_in_threadpool(start_session, request, resp, tok["id"], (until - now()).total_seconds())
+    await run_in_threadpool(start_session, request, resp, tok["id"], (tok["expires_at"] - now()).total_seconds())
     resp.delete_cookie(JOIN_CSRF, path="/join")
     return resp
