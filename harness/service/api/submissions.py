@@ -137,9 +137,22 @@ def _queue_for(value: str | None, who: Principal) -> str:
     return value
 
 
-def _limits(request: Request, candidate: str | None) -> None:
+class _ById:
+    """The per-candidate counts by candidate id (two candidates who share a name share no limit)."""
+
+    def __init__(self, store, candidate_id: str):
+        from harness.service.store import candidates
+
+        self.in_flight = lambda _name: candidates.in_flight(store, candidate_id)
+        self.received_since = lambda _name, since: candidates.received_since(store, candidate_id, since)
+
+
+def _limits(request: Request, candidate: str | None, candidate_id: str | None = None) -> None:
     s, store, metrics = request.app.state.settings, request.app.state.store, request.app.state.metrics
-    if store.queue_depth() >= s.queue_max:
+    queue_store = store
+    if candidate_id:
+        store = _ById(queue_store, candidate_id)
+    if queue_store.queue_depth() >= s.queue_max:
         metrics.inc("grader_rejections_total", reason="queue_full")
         raise ApiError(503, "queue_full", "the grading queue is full; try again shortly",
                        headers={"Retry-After": "10"})
@@ -200,7 +213,7 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
             except Conflict as exc:
                 raise ApiError(409, "idempotency_conflict", str(exc)) from None
         kw["round_id"] = rounds.admit(store, who, exercise, resolved)   # 403 before anything is stored
-        _limits(request, candidate)
+        _limits(request, candidate, candidate_id)
         try:
             return store.create_submission(**kw)
         except Conflict as exc:

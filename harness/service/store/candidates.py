@@ -7,8 +7,8 @@ import secrets
 
 from sqlalchemy import func, select
 
-from harness.service.store.models import Candidate
-from harness.service.store.repository import _row, now
+from harness.service.store.models import Candidate, Submission
+from harness.service.store.repository import IN_FLIGHT, _row, now
 
 
 def new_id() -> str:
@@ -49,3 +49,17 @@ def search(store, text: str | None = None, limit: int = 200) -> list[dict]:
         q = q.where(name_matches(Candidate.display_name, text))
     with store.session() as s:
         return [_row(c) for c in s.scalars(q.order_by(Candidate.created_at.desc()).limit(limit))]
+
+
+def in_flight(store, candidate_id: str) -> int:
+    """This candidate's submissions queued or running (the per-candidate limit counts ids, not names)."""
+    with store.session() as s:
+        return s.scalar(select(func.count()).select_from(Submission).where(
+            Submission.candidate_id == candidate_id, Submission.status.in_(IN_FLIGHT)))
+
+
+def received_since(store, candidate_id: str, since) -> tuple[int, object]:
+    with store.session() as s:
+        n, oldest = s.execute(select(func.count(), func.min(Submission.received_at)).where(
+            Submission.candidate_id == candidate_id, Submission.received_at >= since)).one()
+        return n, oldest
