@@ -72,11 +72,14 @@ class BodyLimit:
 def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhooks=None) -> FastAPI:
     from harness.service import pages
     from harness.service.access_log import AccessLog
-    from harness.service.api import candidates, exercises, exports, rounds, submissions, system, tokens
+    from harness.service.api import candidates, exercises, exports, review, rounds, submissions, system, tokens
+    from harness.service.retention import Retention
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         pool.start()
+        retention = Retention(store, settings)
+        retention.start()
         if webhooks is not None:
             webhooks.start()
         try:
@@ -84,6 +87,7 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
         finally:
             if webhooks is not None:
                 webhooks.stop()
+            retention.stop()
             pool.stop()
 
     app = FastAPI(title="attention-grader", version="1", lifespan=lifespan,
@@ -148,7 +152,7 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
         return response
 
     for r in (system.router, submissions.router, exports.router, exercises.router, tokens.router, rounds.router,
-              candidates.router):
+              candidates.router, review.router):
         app.include_router(r)
     app.include_router(pages.router)
     app.add_middleware(BodyLimit)

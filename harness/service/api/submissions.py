@@ -326,11 +326,16 @@ def get_report_html(sub_id: str, request: Request,
 
 @router.post("/{sub_id}/regrade", status_code=202, response_model=SubmissionOut,
              responses=error_responses(401, 403, 404, 409))
-def regrade(sub_id: str, request: Request, who: Principal = Depends(staff)):
-    """Grade the stored file again (interviewer or admin); the new report replaces the old one."""
+def regrade(sub_id: str, request: Request, who: Principal = Depends(staff),
+            reason: str | None = Query(None, max_length=500, description="why (kept with the earlier version)")):
+    """Grade the stored file again (interviewer or admin); the old report is kept as an earlier version
+    (/v1/review/submissions/{id}/versions)."""
     row = visible_row(request, who, sub_id)
     if row["status"] == "running":
         raise ApiError(409, "running", "this submission is being graded right now", headers={"Retry-After": "5"})
+    from harness.service.store import review
+
+    review.keep_version(request.app.state.store, sub_id, by=f"{who.name} ({who.id})", reason=reason)
     row = request.app.state.store.regrade(sub_id, queue="bulk")
     if row["status"] != "queued":
         raise ApiError(409, "running", "this submission is being graded right now", headers={"Retry-After": "5"})

@@ -2,7 +2,8 @@
 submission pages (views), rounds and invitations (rounds), staff tokens (staff)."""
 
 from harness.service.pages.views import router  # noqa: F401
-from harness.service.pages import rounds as _rounds, staff as _staff  # noqa: E402
+from harness.service.pages import review as _review, rounds as _rounds, staff as _staff  # noqa: E402
 
 router.include_router(_rounds.router)
 router.include_router(_staff.router)
+router.include_router(_review.router)

@@ -245,6 +245,10 @@ async def regrade_page(request: Request, sub_id: str):
     if row is None:
         return _render(request, "message.html", 404, who=who, title="Not found", message="No such submission.")
     if row["status"] != "running":
+        from harness.service.store import review
+
+        review.keep_version(request.app.state.store, sub_id, by=f"{who.name} ({who.id})",
+                            reason=str(form.get("reason") or "").strip()[:500] or None)
         request.app.state.store.regrade(sub_id)
         request.app.state.pool.enqueue(sub_id, "bulk")
     return RedirectResponse(f"/submissions/{sub_id}", status_code=303)

@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
 from harness.service.store.models import Artifact, Base, Counter, ServerSecret, Submission, Token, Webhook, WorkerRow
+from harness.service.store import review_models as _review_models  # noqa: F401  (issue 25's tables on Base)
 
 ROLES = ("admin", "interviewer", "candidate")
 IN_FLIGHT = ("queued", "running")

@@ -5,6 +5,7 @@ from alembic import context
 from sqlalchemy import create_engine
 
 from harness.service.store.models import Base
+from harness.service.store import review_models  # noqa: F401,E402
 
 target_metadata = Base.metadata
 config = context.config

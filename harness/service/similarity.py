@@ -1,0 +1,101 @@
+"""Source similarity across a round (issue 25): a signal for a person, never a verdict.
+
+copydetect (a maintained library built for source plagiarism detection) tokenises each file with pygments,
+replaces identifiers, function and class names and strings by placeholders (so renamed variables still match),
+and winnows k-grams of that text (Schleimer, Wilkerson, Aiken 2003; the MOSS algorithm), so moved code and
+changed comments still match. The exercise's stubs are boilerplate: what every candidate was given counts for
+nobody. The score of a pair is the larger of the two shares of a file's fingerprinted tokens found in the other
+(a short file copied into a long one still scores high). Identical SHA-256 is flagged outright (score 1)."""
+
+from __future__ import annotations
+
+import functools
+import io
+import itertools
+from dataclasses import dataclass
+
+from markupsafe import Markup, escape
+
+K = 25            # characters per k-gram of the filtered text (copydetect's default noise threshold)
+WINDOW = 4        # winnowing window (copydetect's default guarantee threshold is K + WINDOW - 1)
+THRESHOLD = 0.7   # pairs at or above this are listed on the round page (measured: near-copies >= 0.79, independent solutions <= 0.64)
+
+
+@dataclass
+class Pair:
+    a: dict
+    b: dict
+    score: float
+    identical: bool
+    slices_a: list[tuple[int, int]]
+    slices_b: list[tuple[int, int]]
+
+
+def _fingerprint(source: str, boilerplate=None):
+    from copydetect import CodeFingerprint
+
+    return CodeFingerprint("submission.py", K, WINDOW, boilerplate=boilerplate, fp=io.StringIO(source))
+
+
+@functools.lru_cache(maxsize=32)
+def boilerplate_for(exercise: str) -> tuple:
+    """The fingerprints of the exercise's stubs (every candidate started from them)."""
+    from harness.service import grading
+
+    hashes: set = set()
+    for track in ("numpy", "torch"):
+        try:
+            hashes |= set(_fingerprint(grading.stub_text(exercise, track)).hashes)
+        except Exception:   # an exercise without that track's stub
+            continue
+    return tuple(sorted(hashes))
+
+
+def compare(src_a: str, src_b: str, boilerplate=()) -> tuple[float, list, list]:
+    """(score in [0, 1], matching character ranges in a, in b)."""
+    from copydetect import compare_files
+
+    fa, fb = _fingerprint(src_a, list(boilerplate)), _fingerprint(src_b, list(boilerplate))
+    _, (sim_a, sim_b), (sl_a, sl_b) = compare_files(fa, fb)
+    ranges = lambda sl: [(int(s), int(e)) for s, e in zip(*sl)] if getattr(sl, "ndim", 1) == 2 else []  # noqa: E731
+    return float(max(sim_a, sim_b)), ranges(sl_a), ranges(sl_b)
+
+
+def pairs(rows: list[dict], *, threshold: float = THRESHOLD) -> list[Pair]:
+    """Every pair of submissions of one exercise from different candidates, scored; those at or above
+    ``threshold`` (and every identical pair), best first. The best pair per two candidates is kept."""
+    best: dict[tuple, Pair] = {}
+    by_ex: dict[str, list[dict]] = {}
+    for r in rows:
+        by_ex.setdefault(r["exercise"], []).append(r)
+    for exercise, subs in by_ex.items():
+        bp = boilerplate_for(exercise)
+        for a, b in itertools.combinations(subs, 2):
+            who_a, who_b = a.get("candidate_id") or a["id"], b.get("candidate_id") or b["id"]
+            if who_a == who_b:
+                continue
+            if a["sha256"] == b["sha256"]:
+                p = Pair(a, b, 1.0, True, [(0, len(a["source"]))], [(0, len(b["source"]))])
+            else:
+                score, sa, sb = compare(a["source"], b["source"], bp)
+                p = Pair(a, b, score, False, sa, sb)
+            if not p.identical and p.score < threshold:
+                continue
+            key = (exercise, *sorted((who_a, who_b)))
+            if key not in best or p.score > best[key].score:
+                best[key] = p
+    return sorted(best.values(), key=lambda p: (-p.score, p.a["exercise"]))
+
+
+def highlighted(source: str, ranges: list[tuple[int, int]]) -> Markup:
+    """The source, escaped, with the matching ranges in <mark>."""
+    out, pos = [], 0
+    for s, e in sorted(ranges):
+        s = max(s, pos)
+        if e <= s:
+            continue
+        out.append(escape(source[pos:s]))
+        out.append(Markup('<mark class="match">') + escape(source[s:e]) + Markup("</mark>"))
+        pos = e
+    out.append(escape(source[pos:]))
+    return Markup("").join(out)
