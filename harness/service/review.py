@@ -82,7 +82,7 @@ def analytics(rows: list[dict], overrides: dict[str, dict], started: dict[str, o
             per_cand.setdefault(r.get("candidate_id") or r["id"], []).append(r)
             if r["status"] == "done" and r["report_json"]:
                 rep = json.loads(r["report_json"])
-                failed.update(t["name"] for t in rep.get("tests", []) if t["status"] not in ("passed", "skipped"))
+                failed.update(t.get("id") or t.get("name", "?") for t in rep.get("tests", []) if t["status"] not in ("passed", "skipped"))
                 bugs.update(_diagnosis(rep))
         hist = [0] * 10
         passed, to_pass, attempts = 0, [], []

@@ -2,7 +2,7 @@
 
 copydetect (a maintained library built for source plagiarism detection) tokenises each file with pygments,
 replaces identifiers, function and class names and strings by placeholders (so renamed variables still match),
-and winnows k-grams of that text (Schleimer, Wilkerson, Aiken 2003; the MOSS algorithm), so moved code and
+and winnows k-grams of that text (hashed with BLAKE2b here, the same in every process; Schleimer, Wilkerson, Aiken 2003; the MOSS algorithm), so moved code and
 changed comments still match. The exercise's stubs are boilerplate: what every candidate was given counts for
 nobody. The score of a pair is the larger of the two shares of a file's fingerprinted tokens found in the other
 (a short file copied into a long one still scores high). Identical SHA-256 is flagged outright (score 1)."""
@@ -10,9 +10,10 @@ nobody. The score of a pair is the larger of the two shares of a file's fingerpr
 from __future__ import annotations
 
 import functools
-import io
+import hashlib
 import itertools
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from markupsafe import Markup, escape
 
@@ -31,10 +32,30 @@ class Pair:
     slices_b: list[tuple[int, int]]
 
 
-def _fingerprint(source: str, boilerplate=None):
-    from copydetect import CodeFingerprint
+def _stable_hashes(text: str) -> "np.ndarray":
+    """Hashes of every K-gram, the same in every process (copydetect's own use Python's ``hash``, which
+    PYTHONHASHSEED changes per process, so a pair's score would change when the server restarts)."""
+    import numpy as np
 
-    return CodeFingerprint("submission.py", K, WINDOW, boilerplate=boilerplate, fp=io.StringIO(source))
+    return np.array([int.from_bytes(hashlib.blake2b(text[i:i + K].encode(), digest_size=8).digest(), "little",
+                                    signed=True) for i in range(len(text) - K + 1)], dtype=np.int64)
+
+
+def _fingerprint(source: str, boilerplate=None):
+    """copydetect's CodeFingerprint (filtered tokens, winnowed k-gram hashes, their positions), hashed stably."""
+    import numpy as np
+    from copydetect.utils import filter_code, get_token_coverage, winnow
+
+    filtered, offsets = filter_code(source, "submission.py", "python")
+    hashes, idx = winnow(_stable_hashes(filtered), window_size=WINDOW, remove_duplicates=False)
+    if boilerplate is not None and len(boilerplate):
+        _, common, _ = np.intersect1d(hashes, np.array(boilerplate, dtype=np.int64), return_indices=True)
+        hashes, idx = np.delete(hashes, common), np.delete(idx, common)
+    hash_idx: dict = {}
+    for h, i in zip(hashes, idx):
+        hash_idx.setdefault(h, []).append(i)
+    return SimpleNamespace(k=K, hashes=set(hashes), hash_idx=hash_idx, filtered_code=filtered, offsets=offsets,
+                           raw_code=source, token_coverage=get_token_coverage(hash_idx, K, len(filtered)))
 
 
 @functools.lru_cache(maxsize=32)
@@ -55,7 +76,7 @@ def compare(src_a: str, src_b: str, boilerplate=()) -> tuple[float, list, list]:
     """(score in [0, 1], matching character ranges in a, in b)."""
     from copydetect import compare_files
 
-    fa, fb = _fingerprint(src_a, list(boilerplate)), _fingerprint(src_b, list(boilerplate))
+    fa, fb = _fingerprint(src_a, boilerplate), _fingerprint(src_b, boilerplate)
     _, (sim_a, sim_b), (sl_a, sl_b) = compare_files(fa, fb)
     ranges = lambda sl: [(int(s), int(e)) for s, e in zip(*sl)] if getattr(sl, "ndim", 1) == 2 else []  # noqa: E731
     return float(max(sim_a, sim_b)), ranges(sl_a), ranges(sl_b)

@@ -1,4 +1,5 @@
-"""Near-copies of a Python file, as someone hiding a copy would make them: identifiers renamed, two independent
+"""Near-copies of a Python file, as someone hiding a copy would make them: local variables renamed (the graded
+function's parameters keep their names, so the copy still passes), two independent
 neighbouring statements swapped (and two top-level functions, where there are two), comments reworded."""
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ def _assigned_names(tree: ast.AST) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name.startswith("_"):
             names.add(node.name)      # private helpers; the graded entry points keep their names
     return {n for n in names if not keyword.iskeyword(n) and not hasattr(builtins, n) and n != "self"}

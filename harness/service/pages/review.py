@@ -181,7 +181,7 @@ async def review_action(request: Request, sub_id: str, what: str):
             for key, value in form.items():
                 if key.startswith("c_") and str(value).strip():
                     cid = int(key[2:])
-                    if cid in current and (current[cid]["prefilled"] or current[cid]["points"] != float(value)):
+                    if cid in current and current[cid]["points"] != float(value):   # unchanged: stays as it was
                         store_review.score_criterion(store, row, cid, float(value), by=actor(who))
     except (ValueError, KeyError) as exc:
         return _review_page(request, who, sub_id, error=str(exc) if isinstance(exc, ValueError) else "Unknown "
