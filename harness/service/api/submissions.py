@@ -204,7 +204,8 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
     kw = dict(exercise=exercise, track_requested=track, track=resolved, candidate=candidate, filename=filename,
               seed=seed, callback_url=callback, source=source, token_id=who.token_id, idempotency_key=key,
               queue=queue, candidate_id=candidate_id)
-    with _intake_lock:  # the limit checks and the insert, one at a time in this process
+    # the limit checks and the insert, one at a time in this process (and per candidate across processes)
+    with _intake_lock, rounds.serialized(store, who):
         if key:
             try:
                 found = store.find_by_key(who.token_id, key)
