@@ -12,25 +12,9 @@ import pytest
 
 from harness.service import rounds
 from harness.service.auth import Principal
-from harness.service.store import Store, invitations, rounds as store_rounds
+from harness.service.store import invitations, rounds as store_rounds
 from harness.service.store.repository import now
-from tests.service.support import FreshPostgres, postgres_url_or_skip
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request, tmp_path):
-    pg = None
-    if request.param == "postgres":
-        pg = FreshPostgres(postgres_url_or_skip())
-        url = pg.url.replace("postgresql://", "postgresql+psycopg://", 1)
-    else:
-        url = f"sqlite:///{tmp_path / 'g.db'}"
-    s = Store(url)
-    s.migrate()
-    yield s
-    s.dispose()
-    if pg is not None:
-        pg.drop()
+from tests.test_service_migrations import store  # noqa: F401  (a migrated store, SQLite and Postgres)
 
 
 def _round(store, **kw) -> dict:
