@@ -41,6 +41,17 @@ def test_tracks_come_from_exercise_json():
     assert detect_track(Submission(REFERENCE, "import torch\n", "", 13), ex) == "python"
 
 
+def test_bug_ids_fit_the_report_schema():
+    import re
+
+    from graders.mutants.catalog import applicable
+    from harness.core.report import load_schema
+
+    pattern = load_schema()["properties"]["diagnosis"]["items"]["properties"]["bug"]["pattern"]
+    ids = [b.id for b in applicable("attention_cost", "python")]
+    assert len(ids) == 16 and all(re.fullmatch(pattern, i) for i in ids), ids
+
+
 # -- values on the wire ---------------------------------------------------------------------------------
 class MyInt(int):
     pass
@@ -142,15 +153,15 @@ def test_wrong_types_fail_with_a_clear_message(tmp_path):
 
 def test_mistakes_in_several_functions_are_all_named(tmp_path):
     path = write_mutant(tmp_path, "attention_cost", "python",
-                        {"cost_bias_forgotten", "cost_madd_one_flop", "cost_kv_no_factor_2",
+                        {"cost_bias_forgotten", "cost_madd_one_flop", "cost_kv_no_factor_two",
                          "cost_elements_not_bytes"})
     report = grade(exercise="attention_cost", submission=path, sandbox="local")
     named = {d.bug: d.evidence for d in report.diagnosis}
-    assert set(named) == {"cost_bias_forgotten", "cost_madd_one_flop", "cost_kv_no_factor_2",
+    assert set(named) == {"cost_bias_forgotten", "cost_madd_one_flop", "cost_kv_no_factor_two",
                           "cost_elements_not_bytes"}
     assert named["cost_madd_one_flop"]["functions"] == ["flops", "cross_flops"]
     # kv_cache_bytes has two mistakes at once (a pair explains it); score_bytes only one
-    assert named["cost_kv_no_factor_2"] == dict(named["cost_kv_no_factor_2"], functions=["kv_cache_bytes"],
+    assert named["cost_kv_no_factor_two"] == dict(named["cost_kv_no_factor_two"], functions=["kv_cache_bytes"],
                                                 together_with="cost_elements_not_bytes")
     assert sorted(named["cost_elements_not_bytes"]["functions"]) == ["kv_cache_bytes", "score_bytes"]
 

@@ -23,9 +23,9 @@ def test_bug_vocabulary_is_the_contract():
         "flash_no_rescale_acc", "flash_no_rescale_sum", "flash_no_final_divide", "flash_last_block_dropped",
         "flash_causal_block_local", "flash_causal_bottom_right", "flash_full_scores",
         "cost_bias_forgotten", "cost_bias_per_head", "cost_params_grow_with_h", "cost_madd_one_flop",
-        "cost_wo_forgotten", "cost_s2_missing", "cost_s2_counted_once", "cost_cross_kv_over_sq", "cost_gqa_kv_with_h",
-        "cost_kv_no_factor_2", "cost_kv_per_query_head", "cost_elements_not_bytes", "cost_scores_without_heads",
-        "cost_dk_as_d", "cost_heads_not_transposed", "cost_float_counts"]
+        "cost_wo_forgotten", "cost_s_squared_missing", "cost_s_squared_once", "cost_cross_kv_over_sq",
+        "cost_gqa_kv_with_h", "cost_kv_no_factor_two", "cost_kv_per_query_head", "cost_elements_not_bytes",
+        "cost_scores_without_heads", "cost_dk_as_d", "cost_heads_not_transposed", "cost_float_counts"]
 
 
 def test_every_exercise_is_in_the_catalogue_test():

@@ -64,11 +64,11 @@ def gqa_params(d, h, g, bias=True, bugs=None):
 
 def _attention_flops(b, s_q, s_k, d, h, on):
     """Q·Kᵀ and weights·V: 2 · (2·b·h·s_q·s_k·d_k) multiply-adds counted as 2 FLOPs each."""
-    if "cost_s2_missing" in on:
+    if "cost_s_squared_missing" in on:
         return 0
     d_k = _d_k(d, h, on)
     per_product = 2 * b * h * s_q * s_k * d_k
-    return per_product if "cost_s2_counted_once" in on else 2 * per_product
+    return per_product if "cost_s_squared_once" in on else 2 * per_product
 
 
 def _projection_flops(b, s_q, s_k, d, h, on):
@@ -98,7 +98,7 @@ def cross_flops(b, s_q, s_k, d, h, bugs=None):
 def kv_cache_bytes(b, t, n_layers, h, g, d_k, bytes_per_elem, bugs=None):
     on = _bugs(bugs)
     heads = h if "cost_kv_per_query_head" in on else g
-    tensors = 1 if "cost_kv_no_factor_2" in on else 2
+    tensors = 1 if "cost_kv_no_factor_two" in on else 2
     size = 1 if "cost_elements_not_bytes" in on else bytes_per_elem
     return tensors * b * t * n_layers * heads * d_k * size
 
