@@ -183,3 +183,35 @@ def test_public_examples_are_plain_json_and_right():
     for e in examples:
         assert getattr(cost_oracle, e["function"])(**e["args"]) == e["expected"]
     assert {"function": "params", "args": {"d": 512, "h": 8, "bias": True}, "expected": 1_050_624} in examples
+
+
+HOSTILE = '''
+class Loud:
+    def __str__(self):
+        raise SystemExit("no")
+
+def shapes(b, s, d, h):
+    x = []
+    x.append(x)
+    return x
+
+def params(d, h, bias=True):
+    return list(range(10 ** 6))
+
+def gqa_params(d, h, g, bias=True):
+    return Loud()
+
+def flops(b, s, d, h):
+    return 1 << 100_000
+'''
+
+
+def test_hostile_values_are_the_candidates_failures(tmp_path):
+    report = grade(exercise="attention_cost", submission=write(tmp_path, "hostile.py", HOSTILE), sandbox="local")
+    validate(report.to_dict())
+    by_id = {t.id: t for t in report.tests}
+    assert report.verdict == "failed" and report.score == 0
+    assert by_id["test_shapes"].status == "error" and "nested more than" in by_id["test_shapes"].message
+    assert by_id["test_params"].status == "error" and "more than 512 items" in by_id["test_params"].message
+    assert "a submission.Loud (<unprintable>), not an int" in by_id["test_gqa_params"].message
+    assert "an integer of 100001 bits" in by_id["test_flops"].message
