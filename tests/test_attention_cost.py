@@ -180,8 +180,10 @@ def test_public_examples_are_plain_json_and_right():
     examples = cost.public_examples()
     assert json.loads(json.dumps(examples)) == json.loads(json.dumps(examples))
     assert {e["function"] for e in examples} >= {"shapes", "params"}
+    reference = _reference_module()
     for e in examples:
         assert getattr(cost_oracle, e["function"])(**e["args"]) == e["expected"]
+        assert getattr(reference, e["function"])(**e["args"]) == e["expected"]
     assert {"function": "params", "args": {"d": 512, "h": 8, "bias": True}, "expected": 1_050_624} in examples
 
 
@@ -215,3 +217,12 @@ def test_hostile_values_are_the_candidates_failures(tmp_path):
     assert by_id["test_params"].status == "error" and "more than 512 items" in by_id["test_params"].message
     assert "a submission.Loud (<unprintable>), not an int" in by_id["test_gqa_params"].message
     assert "an integer of 100001 bits" in by_id["test_flops"].message
+
+
+def _reference_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_cost_reference", REFERENCE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

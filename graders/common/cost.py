@@ -165,9 +165,12 @@ def check_calls(candidate, record, function: str, configs: list[dict]) -> None:
 
 # -- the candidate kit's hook -----------------------------------------------------------------------------
 def public_examples() -> list[dict]:
-    """Worked examples a candidate may see (the prompt's own numbers): {function, args (name -> int/bool),
-    expected}. Plain JSON-able values (ints fit in 64 bits; shapes as lists in JSON). For the candidate kit."""
-    calls = [("shapes", {"b": 2, "s": 5, "d": 16, "h": 4}),
-             ("params", {"d": 512, "h": 8, "bias": False}), ("params", {"d": 512, "h": 8, "bias": True}),
-             ("gqa_params", {"d": 512, "h": 8, "g": 8, "bias": True})]  # g = h: MHA, as the prompt says
-    return [{"function": f, "args": args, "expected": expected(f, args)} for f, args in calls]
+    """The worked examples a candidate may see: exercise.json's ``public.calls`` (the prompt's own numbers),
+    each with its answer: {function, args (name -> int/bool), expected}. Plain JSON-able values (ints within
+    64 bits; a shapes dict's tuples become lists in JSON). For the candidate kit's public vectors, which for a
+    "functions" track are JSON rather than .npz."""
+    from harness.core.exercises import get_exercise
+
+    public = get_exercise("attention_cost").public.get("calls", [])
+    return [{"function": c["function"], "args": dict(c["args"]), "expected": expected(c["function"], c["args"])}
+            for c in public]

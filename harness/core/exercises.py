@@ -35,6 +35,7 @@ class Exercise:
     summary: str
     tracks: dict          # track -> spec, in TRACKS order
     limits: dict
+    public: dict = dataclasses.field(default_factory=dict)  # what a candidate may see beyond the prompt (the kit)
 
     @property
     def numpy(self) -> dict:
@@ -93,7 +94,8 @@ def all_exercises() -> dict[str, Exercise]:
     for meta in sorted(EXERCISES_DIR.glob("*/exercise.json")):
         data = json.loads(meta.read_text())
         tracks = {t: data[t] for t in TRACKS if isinstance(data.get(t), dict)}
-        found[data["name"]] = Exercise(data["name"], data["title"], data["summary"], tracks, data.get("limits", {}))
+        found[data["name"]] = Exercise(data["name"], data["title"], data["summary"], tracks, data.get("limits", {}),
+                                       data.get("public", {}))
     return found
 
 
