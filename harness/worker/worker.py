@@ -4,7 +4,8 @@ Runs as ``python -I worker.py --track numpy|torch|python --entry NAME SUBMISSION
 the standard library, NumPy (and torch for the torch track) and ``wire.py`` beside it. It answers requests from
 the host over stdin/stdout frames and never decides whether anything is right: it only runs the candidate and
 returns plain arrays, or (the python track, request flag ``value``) plain values as a tagged JSON tree. With
-``--entry '*'`` (``wire.MODULE_ENTRY``) it serves the module itself and each call names its function. The candidate's own prints go to stderr (fd 1 is moved away from the protocol pipe).
+``--entry '*'`` (``wire.MODULE_ENTRY``) it serves the module itself and each call names its function. The
+candidate's own prints go to stderr (fd 1 is moved away from the protocol pipe).
 
 A *warm* worker (``--warm --root DIR``, or a child forked by the local zygote, ``zygote.py``) does its imports and
 a warm-up ahead of time, sends ``idle`` and waits for a ``load`` request carrying the entry point and the file's
@@ -422,7 +423,7 @@ class Worker:
         if self.entry != wire.MODULE_ENTRY:
             return self.target
         if not isinstance(name, str):
-            raise ValueError("a call request without a function name")
+            raise LookupError("a call request without a function name")
         fn = getattr(self.target, name, None)
         if not callable(fn):
             defined = sorted(n for n in vars(self.target) if not n.startswith("_"))[:30]
@@ -438,6 +439,8 @@ class Worker:
         except LookupError as exc:
             return {"kind": wire.ERROR, "phase": "call", "type": "MissingFunction", "message": str(exc)[:MAX_TEXT],
                     "traceback": ""}, {}
+        except BaseException as exc:  # a module-level __getattr__ of the candidate's, raising
+            return _error(exc, self.path, "call"), {}
         try:
             if req.get(wire.MEMORY):
                 out, extra[wire.MEMORY] = self._measured_call(target, args, kwargs)
