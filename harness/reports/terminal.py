@@ -39,7 +39,9 @@ def sandbox_label(env: dict) -> str:
     return f"{env.get('sandbox')} sandbox{gvisor}"
 
 
-def render_dict(d: dict, *, audience: str = "interviewer", max_failures: int = 12) -> list[str]:
+def render_dict(d: dict, *, audience: str = "interviewer", max_failures: int = 12,
+                more: str = " (see the JSON report)") -> list[str]:
+    """``more`` ends the line that counts the failing tests not shown (where the rest can be read)."""
     lines = [f"{d['exercise']} ({d['track']} track): {d['verdict'].upper()}  "
              f"score {_num(d['score'])}/{_num(d['max_score'])}  [{sandbox_label(d['environment'])}, "
              f"{d['timings'].get('total_s', 0):.2f} s]"]
@@ -67,7 +69,7 @@ def render_dict(d: dict, *, audience: str = "interviewer", max_failures: int = 1
         shown += 1
     rest = sum(len(g) for g in groups[shown:])
     if rest:
-        lines.append(f"  ... and {rest} more failing tests (see the JSON report)")
+        lines.append(f"  ... and {rest} more failing tests{more}")
     return lines
 
 

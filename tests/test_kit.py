@@ -1,0 +1,314 @@
+"""The candidate kit (issue 21): `grade kit build` makes a wheel and a zip holding the prompts, stubs and public
+vectors and nothing hidden; installed alone (NumPy its only dependency) in a fresh venv, its `grade check` passes
+the references and names the vector and the mismatch of a wrong file, and its `grade submit --wait` returns the
+verdict of a running `grade serve`. The kit is built once and installed once per session."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.service.support import Server, make_tokens
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = sorted(p.parent.name for p in (ROOT / "exercises").glob("*/exercise.json"))
+WRONG = ROOT / "examples" / "mha_wrong_scale.py"
+TEXT = (".py", ".md", ".json", ".txt", "METADATA", "RECORD", "WHEEL")
+
+
+def _clean_env(home: Path) -> dict:
+    """No PYTHONPATH (the repository must not leak into the venv), no pip configuration (no index, no
+    constraints file), no grader settings, a home of its own (grade login's file)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith(("PIP_", "GRADER_"))}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1", HOME=str(home),
+               XDG_CONFIG_HOME=str(home / ".config"), PYTHONWARNINGS="ignore")
+    return env
+
+
+def _numpy_wheel_dir() -> Path | None:
+    """A folder holding a NumPy wheel of this interpreter's version: the sandbox image's wheel cache, pip's
+    find-links folders, or GRADER_TEST_WHEELS."""
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    folders = [os.environ.get("GRADER_TEST_WHEELS"), "/var/cache/attn-grader/wheels", "/opt/wheels"]
+    for folder in filter(None, folders):
+        if any(Path(folder).glob(f"numpy-{np.__version__}-{tag}-*.whl")):
+            return Path(folder)
+    return None
+
+
+@pytest.fixture(scope="session")
+def kit(tmp_path_factory):
+    out = tmp_path_factory.mktemp("kit")
+    done = subprocess.run([sys.executable, "-m", "harness", "kit", "build", "--out", str(out)], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert done.returncode == 0, done.stderr
+    wheel, = out.glob("attention_grader_kit-*.whl")
+    archive, = out.glob("attention-grader-kit-*.zip")
+    return SimpleNamespace(out=out, wheel=wheel, zip=archive, stdout=done.stdout)
+
+
+@pytest.fixture(scope="session")
+def venv(kit, tmp_path_factory):
+    """A fresh venv with the kit and NumPy only, installed offline (--no-index) from the built wheel and a local
+    NumPy wheel; without one, NumPy's installed files are copied in (still nothing else)."""
+    base = tmp_path_factory.mktemp("venv")
+    path = base / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+    py = path / "bin" / "python"
+    env = _clean_env(base)
+    cmd = [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-index", "--find-links",
+           str(kit.out)]
+    wheels = _numpy_wheel_dir()
+    if wheels is not None:
+        cmd += ["--find-links", str(wheels), "attention-grader-kit"]
+    else:
+        site = Path(subprocess.check_output([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                            text=True).strip())
+        here = Path(sysconfig.get_paths()["purelib"])
+        for item in [Path(np.__file__).parent, *here.glob("numpy.libs"), *here.glob(f"numpy-{np.__version__}.dist-info")]:
+            shutil.copytree(item, site / item.name)
+        cmd += ["--no-deps", str(kit.wheel)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    env["PATH"] = f"{path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return SimpleNamespace(py=py, env=env, home=base)
+
+
+def grade(venv, *args, cwd, env=None, timeout=300):
+    """`grade ...` as the venv's console script runs it."""
+    return subprocess.run([str(venv.py.parent / "grade"), *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={**venv.env, **(env or {})}, timeout=timeout)
+
+
+def _kit_texts(kit) -> dict[str, str]:
+    """Every text in the wheel and the zip, the vectors' metadata included."""
+    texts = {}
+    for archive in (kit.wheel, kit.zip):
+        with zipfile.ZipFile(archive) as z:
+            for name in z.namelist():
+                data = z.read(name)
+                if name.endswith(TEXT) or "entry_points" in name:
+                    texts[f"{archive.name}:{name}"] = data.decode("utf-8")
+                elif name.endswith(".npz"):
+                    with np.load(io.BytesIO(data), allow_pickle=False) as v:
+                        texts[f"{archive.name}:{name}"] = str(v["__meta__"])
+                elif name.endswith(".whl"):
+                    with zipfile.ZipFile(io.BytesIO(data)) as inner:
+                        assert sorted(inner.namelist()) == sorted(zipfile.ZipFile(kit.wheel).namelist())
+    return texts
+
+
+# -- what is inside ----------------------------------------------------------------------------------------
+def test_the_build_prints_size_and_dependencies_and_the_readmes_state_them(kit):
+    kb = kit.wheel.stat().st_size / 1024
+    assert re.search(rf"wheel\s+{re.escape(str(kit.wheel))}\s+{kb:.0f} KB", kit.stdout), kit.stdout
+    assert re.search(r"zip\s+\S+\.zip\s+\d+ KB", kit.stdout)
+    assert "depends on: numpy<3,>=1.24; torch<=2.13.0,>=2.2; extra == \"torch\"" in kit.stdout
+    for readme in (ROOT / "kit" / "README.md", ROOT / "README.md"):
+        text = " ".join(readme.read_text().split())
+        stated = re.search(r"wheel is about (\d+) KB", text)
+        assert stated, f"{readme} does not state the kit's size"
+        assert abs(int(stated[1]) - kb) <= 0.25 * kb, f"{readme} says {stated[1]} KB; the wheel is {kb:.0f} KB"
+        assert "`numpy>=1.24,<3`" in text and "`torch>=2.2,<=2.13.0`" in text
+
+
+def test_the_kit_holds_prompts_stubs_and_vectors_of_every_exercise_and_track(kit):
+    names = set(zipfile.ZipFile(kit.wheel).namelist())
+    for exercise in EXERCISES:
+        meta = json.loads((ROOT / "exercises" / exercise / "exercise.json").read_text())
+        tracks = [t for t, spec in meta.items() if isinstance(spec, dict) and "entry" in spec]
+        assert f"attention_kit/exercises/{exercise}/README.md" in names
+        for track in tracks:
+            assert f"attention_kit/exercises/{exercise}/stub_{track}.py" in names
+            assert len([n for n in names if n.startswith(f"attention_kit/exercises/{exercise}/vectors/{track}/")]) >= 3
+    masked = [n for n in names if n.endswith(("-masked.npz", "-fully_masked_row.npz"))]
+    assert len(masked) >= 2 * 4 * 2   # four masked exercises, both tracks, both cases
+
+
+def test_nothing_hidden_is_in_the_kit(kit):
+    listing = zipfile.ZipFile(kit.wheel).namelist() + zipfile.ZipFile(kit.zip).namelist()
+    for name in listing:
+        parts = set(Path(name).parts)
+        assert not parts & {"reference", "graders", "harness"}, name
+        assert not name.endswith("interviewer.md"), name
+    texts = _kit_texts(kit)
+    kit_lines = {line.strip() for text in texts.values() for line in text.splitlines()}
+    # no line of a reference solution: its body (the imports and signatures are the public contract of the stubs)
+    for ref in sorted(p for p in (ROOT / "reference").glob("*_*.py") if p.name != "__init__.py"):
+        body = [ln.strip() for ln in ref.read_text().splitlines()
+                if ln.strip() and not ln.strip().startswith(("import ", "from ", "def ", "class ", "super().__init__()"))]
+        assert len(body) > 5
+        leaked = [ln for ln in body if ln in kit_lines]
+        assert not leaked, f"{ref.name} lines in the kit: {leaked[:3]}"
+    # no bug id of the catalogue, no follow-up question or answer
+    from graders.mutants.catalog import CATALOG
+
+    everything = "\n".join(texts.values())
+    found = [b.id for b in CATALOG if re.search(rf"\b{b.id}\b", everything)]
+    assert not found, f"bug ids in the kit: {found}"
+    for exercise in EXERCISES:
+        notes = (ROOT / "exercises" / exercise / "interviewer.md").read_text()
+        answers = re.findall(r"\*\*Answer\.\*\* (.{30})", notes)
+        questions = re.findall(r"^\d+\. (.{30})", notes, re.M)
+        assert len(answers) >= 5 and len(answers) == len(questions), exercise
+        flat = " ".join(everything.split())
+        for snippet in answers + questions:
+            assert " ".join(snippet.split()) not in flat, f"{exercise}: {snippet!r} is in the kit"
+
+
+def test_the_venv_holds_the_kit_and_numpy_and_nothing_of_the_grader(venv, tmp_path):
+    probe = ("import importlib.util as u, importlib.metadata as m, attention_kit, numpy; "
+             "print([u.find_spec(n) is None for n in ('harness', 'graders', 'reference', 'exercises', 'gradekit')]); "
+             "print(sorted(d.metadata['Name'].lower() for d in m.distributions()))")
+    done = subprocess.run([str(venv.py), "-c", probe], capture_output=True, text=True, env=venv.env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    missing, dists = done.stdout.splitlines()
+    assert missing == "[True, True, True, True, True]"
+    assert eval(dists) == ["attention-grader-kit", "numpy"]   # noqa: S307  (our own probe's output)
+
+
+# -- grade check ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_check_passes_the_reference(venv, tmp_path, exercise):
+    mine = tmp_path / "solution.py"
+    shutil.copy(ROOT / "reference" / f"{exercise}_numpy.py", mine)
+    done = grade(venv, "check", exercise, mine, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{exercise} (numpy track), public vectors: PASSED" in done.stdout
+    assert "the full hidden suite" in done.stdout and f"grade submit {mine} --exercise {exercise}" in done.stdout
+
+
+def test_check_fails_the_wrong_scale_naming_the_vector_and_the_mismatch(venv, tmp_path):
+    done = grade(venv, "check", "mha", WRONG, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "mha (numpy track), public vectors: FAILED  0/4 passed"
+    small = next(ln for ln in lines if ln.lstrip().startswith("FAIL") and " small " in ln)
+    assert re.search(r"out differs from the reference: max abs error [\d.e-]+, 100\.0% of entries outside "
+                     r"atol=rtol=1e-10; first mismatch at index \(0, 0, 0\): got \S+, expected \S+", small), small
+    assert any("FAIL" in ln and "fully_masked_row" in ln for ln in lines)
+    assert "the full hidden suite" in lines[-1]
+
+
+def test_check_words_shape_dtype_crash_hang_and_import_errors(venv, tmp_path):
+    ref = (ROOT / "reference" / "mha_numpy.py").read_text()
+    cases = {
+        "shape": (ref + "\n_mha = mha\ndef mha(*a, **k):\n    return _mha(*a, **k)[:, :, :4]\n",
+                  r"FAIL\s+small .*out has shape \[2, 5, 4\], expected \[2, 5, 8\]"),
+        "dtype": (ref + "\n_mha = mha\ndef mha(*a, **k):\n    return _mha(*a, **k).astype('float64')\n",
+                  r"FAIL\s+small_float32 .*out has dtype float64, expected float32"),
+        "tuple": (ref + "\n_mha = mha\ndef mha(*a, **k):\n    return _mha(*a, **k).tolist()\n",
+                  r"FAIL\s+small .*out is list, expected a numpy.ndarray"),
+        "crash": ("def mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n    raise ValueError('boom')\n",
+                  r"ERROR\s+small .*your code raised ValueError: boom"),
+        "import": ("import nosuchmodule\n", r"ERROR\s+importing your file raised ModuleNotFoundError"),
+        "hang": ("def mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n    while True:\n        pass\n",
+                 r"TIMEOUT\s+small .*no answer within 2 s"),
+    }
+    for name, (source, expected) in cases.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(source)
+        done = grade(venv, "check", "mha", path, "--timeout", "2", cwd=tmp_path)
+        assert done.returncode == 1 and re.search(expected, done.stdout), (name, done.stdout, done.stderr)
+    usage = grade(venv, "check", "mah", tmp_path / "shape.py", cwd=tmp_path)
+    assert usage.returncode == 2 and "did you mean 'mha'" in usage.stderr
+    assert grade(venv, "check", "mha", tmp_path / "nope.py", cwd=tmp_path).returncode == 2
+    other = grade(venv, "serve", cwd=tmp_path)
+    assert other.returncode == 2 and "full attention-grader package" in other.stderr
+
+
+def test_the_full_package_checks_the_torch_track_the_same_way(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-m", "harness", "check", "gqa", ROOT / "reference" / "gqa_torch.py"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and "gqa (torch track), public vectors: PASSED  4/4" in done.stdout, done.stderr
+    done = subprocess.run([sys.executable, "-m", "harness", "check", "mha", WRONG], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 1 and "first mismatch at index (0, 0, 0)" in done.stdout
+
+
+# -- grade submit against a running grade serve ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    data = tmp_path_factory.mktemp("kitsrv") / "data"
+    tokens = make_tokens(data, ("interviewer", "ivy"), ("candidate", "cat"))
+    srv = Server(data, workers=1).start()
+    srv.tokens = tokens
+    yield srv
+    srv.stop()
+
+
+def test_kit_submit_waits_for_the_verdict(venv, server, tmp_path):
+    host = server.url.removeprefix("http://")
+    done = grade(venv, "submit", WRONG, "--exercise", "mha", "--server", host, "--wait", cwd=tmp_path,
+                 env={"GRADER_TOKEN": server.tokens["cat"]})
+    assert done.returncode == 1, done.stderr
+    first, verdict, *rest = done.stdout.splitlines()
+    assert re.fullmatch(rf"submitted \w+: (queued|running|done)  {server.url}/submissions/\w+", first), first
+    assert verdict.startswith("mha (numpy track): FAILED  score")
+    assert "(see the JSON report)" not in done.stdout
+
+    login = grade(venv, "login", server.tokens["cat"], "--server", host, cwd=tmp_path)
+    assert login.returncode == 0 and f"logged in to {server.url}" in login.stdout, login.stderr
+    saved = Path(login.stdout.split("saved in ")[1].strip())
+    assert saved.is_relative_to(venv.home) and saved.stat().st_mode & 0o077 == 0
+    mine = tmp_path / "mine.py"
+    shutil.copy(ROOT / "reference" / "mha_numpy.py", mine)
+    ok = grade(venv, "submit", mine, "--exercise", "mha", "--wait", cwd=tmp_path)
+    assert ok.returncode == 0 and "mha (numpy track): PASSED" in ok.stdout, ok.stdout + ok.stderr
+
+    queued = grade(venv, "submit", mine, "--exercise", "mha", cwd=tmp_path, env={"GRADER_SERVER": server.url + "/"})
+    assert queued.returncode == 0 and "/submissions/" in queued.stdout and "/v1/" not in queued.stdout
+
+    bad = grade(venv, "submit", mine, "--exercise", "mha", "--server", "ftp://example.com", cwd=tmp_path)
+    assert bad.returncode == 2 and "expected http://HOST:PORT or HOST:PORT" in bad.stderr
+    refused = grade(venv, "login", "gr_wrong", "--server", host, cwd=tmp_path)
+    assert refused.returncode == 2 and "401" in refused.stderr
+    invite = grade(venv, "login", f"{server.url}/invite/abc123", cwd=tmp_path)
+    assert invite.returncode == 2 and "ask for a candidate token" in invite.stderr
+
+
+def test_full_submit_takes_a_server_without_scheme_and_grader_server(server, tmp_path):
+    env = {**os.environ, "GRADER_TOKEN": server.tokens["ivy"], "PYTHONWARNINGS": "ignore",
+           "GRADER_SERVER": server.url.removeprefix("http://")}
+    done = subprocess.run([sys.executable, "-m", "harness", "submit", WRONG, "--exercise", "mha", "--wait"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert re.match(rf"submitted \w+: \w+  {server.url}/submissions/\w+\n", done.stdout)
+    assert "(see the JSON report)" not in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "harness", "submit", WRONG, "--exercise", "mha", "--server",
+                          "http://host:notaport"], capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "expected http://HOST:PORT" in bad.stderr
+
+
+def test_interviewer_notes_reach_staff_only(server):
+    ivy, cat = server.client(server.tokens["ivy"]), server.client(server.tokens["cat"])
+    staff = ivy.get("/v1/exercises/mha").json()
+    assert "**Answer.**" in staff["interviewer_notes"] and "`scale_sqrt_d`" in staff["interviewer_notes"]
+    candidate = cat.get("/v1/exercises/mha").json()
+    assert candidate["interviewer_notes"] is None and "scale_sqrt_d" not in json.dumps(candidate)
+    from harness.service.auth import COOKIE
+
+    def page(token):
+        with httpx.Client(base_url=server.url, cookies={COOKIE: token}, timeout=60) as browser:
+            r = browser.get("/exercises/mha")
+            assert r.status_code == 200
+            return r.text
+
+    assert "Interviewer notes" in page(server.tokens["ivy"]) and "**Answer.**" in page(server.tokens["ivy"])
+    page = page(server.tokens["cat"])
+    assert "Interviewer notes" not in page and "scale_sqrt_d" not in page and "Answer." not in page
