@@ -5,6 +5,7 @@ plus the candidate's own code (benchmarks/bench_kit_check.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -44,17 +45,83 @@ def decode_source(data: bytes, limit: int = MAX_SOURCE_BYTES) -> str:
 
 
 def run_child(vectors_dir: Path, track: str, path: Path, timeout: float) -> tuple[list[dict], str, str | None]:
-    """(records, the child's stderr, why it stopped early or None)."""
-    cmd = [sys.executable, "-m", f"{__package__}.runner", str(vectors_dir), track, str(path)]
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    """(records, what the candidate's code printed, why the child stopped early or None). The child is a fork
+    of this process where there is fork (no second interpreter start: `grade check` costs one interpreter and
+    one `import numpy`), else a fresh interpreter; either runs in a process group of its own, killed whole at
+    the timeout."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    argv = [str(vectors_dir), track, str(path)]
+    if hasattr(os, "fork"):
+        results, output, status = _forked(argv, timeout)
+    else:
+        results, output, status = _spawned(argv, timeout)
+    if status == "timeout":
+        stop = f"timeout: no answer within {timeout:g} s"
+    else:
+        stop = None if status == 0 else f"the process ended with exit code {status}"
+    records = [json.loads(line) for line in results.decode("utf-8", "replace").splitlines() if line.startswith("{")]
+    return records, output.decode("utf-8", "replace"), stop
+
+
+def _forked(argv: list[str], timeout: float):
+    import selectors
+    import signal
+    import time
+
+    res_r, res_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own process group, prints into the output pipe, results into the other
+        code = 70
+        try:
+            os.setpgid(0, 0)
+            os.close(res_r)
+            os.close(out_r)
+            os.dup2(out_w, 1)
+            os.dup2(out_w, 2)
+            from . import runner
+
+            code = runner.main(argv, results_fd=res_w)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    os.close(res_w)
+    os.close(out_w)
+    chunks = {res_r: [], out_r: []}
+    sel = selectors.DefaultSelector()
+    for fd in chunks:
+        sel.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    while sel.get_map():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        for key, _ in sel.select(left):
+            data = os.read(key.fd, 65536)
+            if data:
+                chunks[key.fd].append(data)
+            else:
+                sel.unregister(key.fd)
+    if timed_out:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    _, wait_status = os.waitpid(pid, 0)
+    for fd in chunks:
+        os.close(fd)
+    status = "timeout" if timed_out else os.waitstatus_to_exitcode(wait_status)
+    return b"".join(chunks[res_r]), b"".join(chunks[out_r])[-65536:], status
+
+
+def _spawned(argv: list[str], timeout: float):
+    cmd = [sys.executable, "-m", f"{__package__}.runner", *argv]
     try:
-        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, env=env)
-        stdout, stderr, stop = done.stdout, done.stderr, (None if done.returncode == 0
-                                                          else f"the process ended with exit code {done.returncode}")
+        done = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        return done.stdout, done.stderr[-65536:], done.returncode
     except subprocess.TimeoutExpired as exc:
-        stdout, stderr, stop = exc.stdout or b"", exc.stderr or b"", f"timeout: no answer within {timeout:g} s"
-    records = [json.loads(line) for line in stdout.decode("utf-8", "replace").splitlines() if line.startswith("{")]
-    return records, stderr.decode("utf-8", "replace"), stop
+        return exc.stdout or b"", (exc.stderr or b"")[-65536:], "timeout"
 
 
 def outcomes(records: list[dict], stop: str | None) -> tuple[list[dict], str | None]:
@@ -68,7 +135,9 @@ def outcomes(records: list[dict], stop: str | None) -> tuple[list[dict], str | N
     hung = [r["case"] for r in records if r.get("started") and r["case"] not in done]
     if hung:
         status = "timeout" if stop and stop.startswith("timeout") else "error"
-        cases.append({"case": hung[0], "status": status, "message": stop or "no answer"})
+        started = next(r for r in records if r.get("started") and r["case"] == hung[0])
+        cases.append({"case": hung[0], "description": started.get("description", ""), "status": status,
+                      "message": stop or "no answer"})
     elif stop and not records:
         return [], stop
     return cases, None

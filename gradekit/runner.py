@@ -173,10 +173,11 @@ def load_entry(path: str, entry: str):
     return getattr(module, entry)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], results_fd: int | None = None) -> int:
+    """Results go to ``results_fd`` (default: the original stdout); whatever the candidate prints, to stderr."""
     vectors_dir, track, path = Path(argv[0]), argv[1], os.path.abspath(argv[2])
-    out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)                                  # the candidate's prints go to stderr, not into the results
+    out = os.fdopen(os.dup(1) if results_fd is None else results_fd, "w")
+    os.dup2(2, 1)
     sys.stdout = sys.stderr
 
     def emit(**record):
@@ -194,7 +195,7 @@ def main(argv: list[str]) -> int:
         emit(error=f"importing your file raised {type(exc).__name__}: {exc}", traceback=_own_frames(exc, path))
         return 0
     for meta, arrays in loaded:
-        emit(case=meta["case"], started=True)
+        emit(case=meta["case"], description=meta.get("description", ""), started=True)
         record = {"case": meta["case"], "description": meta.get("description", "")}
         try:
             record.update(status="passed", diagnostics=check_case(entry, meta, arrays))

@@ -11,10 +11,11 @@ from harness.reports.summary import category_scores, failure_groups, fmt, title_
 WIDTH = 100  # category summary lines wrap here
 
 
-def render_summary(report: Report, *, audience: str = "interviewer", max_failures: int = 12) -> list[str]:
+def render_summary(report: Report, *, audience: str = "interviewer", max_failures: int = 12,
+                   more: str = " (see the JSON report)") -> list[str]:
     """Plain lines (the CLI styles them): verdict, diagnosis, points per category, failing tests."""
     d = report.to_dict() if hasattr(report, "to_dict") else report
-    return render_dict(d, audience=audience, max_failures=max_failures)
+    return render_dict(d, audience=audience, max_failures=max_failures, more=more)
 
 
 def category_line(d: dict, *, width: int = WIDTH) -> list[str]:
