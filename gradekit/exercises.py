@@ -16,7 +16,13 @@ class KitUsageError(Exception):
 
 
 def tracks_of(meta: dict) -> dict[str, dict]:
-    return {k: v for k, v in meta.items() if isinstance(v, dict) and "entry" in v}
+    """Every track: a key whose value names an ``entry`` (a function or a class) or, for a track of several
+    plain functions (``"style": "functions"``), its ``functions``."""
+    return {k: v for k, v in meta.items() if isinstance(v, dict) and ("entry" in v or "functions" in v)}
+
+
+def entries(spec: dict) -> list[str]:
+    return list(spec["functions"]) if "functions" in spec else [spec["entry"]]
 
 
 def names(root: Path) -> list[str]:
@@ -41,9 +47,8 @@ def detect_track(source: str, meta: dict, requested: str = "auto") -> str:
         if requested not in tracks:
             raise KitUsageError(f"exercise {meta['name']!r} has no track {requested!r}; choose {', '.join(tracks)}")
         return requested
-    defined = [t for t, spec in tracks.items()
-               if re.search(rf"^(?:(?:def|class)\s+{re.escape(spec['entry'])}\b|{re.escape(spec['entry'])}\s*=)",
-                            source, re.M)]
+    defined = [t for t, spec in tracks.items() if any(
+        re.search(rf"^(?:(?:def|class)\s+{re.escape(e)}\b|{re.escape(e)}\s*=)", source, re.M) for e in entries(spec))]
     imports_torch = re.search(r"^\s*(?:import|from)\s+torch\b", source, re.M) is not None
     if len(defined) == 1:
         return defined[0]

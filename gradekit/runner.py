@@ -135,9 +135,42 @@ def _as_array(name: str, value, track: str, kind: str) -> np.ndarray:
     return np.asarray(value)
 
 
+def plain(value):
+    """A value as JSON has it (tuples as lists, NumPy scalars as Python numbers); a track of plain functions is
+    compared this way, exactly."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        return value.item()
+    return value
+
+
+def _check_value(result, expected) -> None:
+    got = plain(result)
+    if json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True):
+        return
+    if isinstance(got, dict) and isinstance(expected, dict):
+        wrong = [k for k in expected if json.dumps(got.get(k)) != json.dumps(expected[k])]
+        extra = sorted(set(got) - set(expected))
+        parts = [f"{k!r}: got {_short(got.get(k, '(missing)'))}, expected {_short(expected[k])}" for k in wrong[:3]]
+        raise Mismatch("; ".join(parts + ([f"unexpected keys {extra}"] if extra else [])),
+                       {"wrong_keys": wrong, "unexpected_keys": extra})
+    raise Mismatch(f"returned {_short(got)}, expected {_short(expected)}", {"returned": _short(got)})
+
+
+def _short(value, limit: int = 120) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def check_case(entry, meta: dict, arrays: dict) -> dict:
-    """Call and compare: shape, dtype, then values (the tolerance of the case)."""
+    """Call and compare: shape, dtype, then values (the tolerance of the case); plain values exactly."""
     result = call_case(entry, meta, arrays)
+    if "expect_value" in meta:
+        _check_value(result, meta["expect_value"])
+        return {}
     diags = {}
     for name, value in outputs_of(result, meta["outputs"], meta["track"]):
         expected = arrays[f"expect.{name}"]
@@ -160,7 +193,7 @@ def _own_frames(exc: BaseException, path: str) -> str:
     return "".join(traceback.format_list(frames[-6:])).rstrip()
 
 
-def load_entry(path: str, entry: str):
+def load_module(path: str):
     import importlib.util
 
     sys.path.insert(0, os.path.dirname(path))
@@ -168,9 +201,13 @@ def load_entry(path: str, entry: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules["submission"] = module
     spec.loader.exec_module(module)
-    if not hasattr(module, entry):
-        raise Mismatch(f"your file does not define {entry}")
-    return getattr(module, entry)
+    return module
+
+
+def entry_of(module, name: str):
+    if not hasattr(module, name):
+        raise Mismatch(f"your file does not define {name}")
+    return getattr(module, name)
 
 
 def main(argv: list[str], results_fd: int | None = None) -> int:
@@ -187,10 +224,7 @@ def main(argv: list[str], results_fd: int | None = None) -> int:
     cases = sorted(vectors_dir.glob("*.npz"))
     loaded = [load_vector(p) for p in cases]
     try:
-        entry = load_entry(path, loaded[0][0]["entry"])
-    except Mismatch as exc:
-        emit(error=str(exc))
-        return 0
+        module = load_module(path)
     except BaseException as exc:  # noqa: BLE001  the candidate's file, anything can happen
         emit(error=f"importing your file raised {type(exc).__name__}: {exc}", traceback=_own_frames(exc, path))
         return 0
@@ -198,7 +232,7 @@ def main(argv: list[str], results_fd: int | None = None) -> int:
         emit(case=meta["case"], description=meta.get("description", ""), started=True)
         record = {"case": meta["case"], "description": meta.get("description", "")}
         try:
-            record.update(status="passed", diagnostics=check_case(entry, meta, arrays))
+            record.update(status="passed", diagnostics=check_case(entry_of(module, meta["entry"]), meta, arrays))
         except Mismatch as exc:
             record.update(status="failed", message=str(exc), diagnostics=exc.diagnostics)
         except BaseException as exc:  # noqa: BLE001

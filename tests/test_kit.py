@@ -181,6 +181,27 @@ def test_the_venv_holds_the_kit_and_numpy_and_nothing_of_the_grader(venv, tmp_pa
     assert eval(dists) == ["attention-grader-kit", "numpy"]   # noqa: S307  (our own probe's output)
 
 
+def test_list_and_start_in_the_venv(venv, tmp_path):
+    listed = grade(venv, "list", cwd=tmp_path)
+    assert listed.returncode == 0 and [ln.split()[0] for ln in listed.stdout.splitlines()[:-1]] == EXERCISES
+    started = grade(venv, "start", "gqa", "--track", "torch", cwd=tmp_path)
+    assert started.returncode == 0, started.stderr
+    assert (tmp_path / "gqa_torch.py").read_text() == (ROOT / "exercises" / "gqa" / "stub_torch.py").read_text()
+    assert grade(venv, "start", "gqa", "--track", "torch", cwd=tmp_path).returncode == 2   # exists: --force
+
+
+def test_beside_the_full_package_the_kit_hands_over_what_it_does_not_have(kit, tmp_path):
+    """One environment with both: whichever `grade` script won, the grader's own commands still work."""
+    with zipfile.ZipFile(kit.wheel) as z:
+        z.extractall(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{ROOT}", "PYTHONWARNINGS": "ignore"}
+    kit_grade = [sys.executable, "-c", "import sys; from attention_kit.cli import main; sys.exit(main())"]
+    done = subprocess.run([*kit_grade, "tokens", "--help"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0 and "revoke" in done.stdout, done.stderr
+    done = subprocess.run([*kit_grade, "check", "mha", WRONG], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1 and "mha (numpy track), public vectors: FAILED" in done.stdout
+
+
 # -- grade check ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_check_passes_the_reference(venv, tmp_path, exercise):
@@ -312,3 +333,65 @@ def test_interviewer_notes_reach_staff_only(server):
     assert "Interviewer notes" in page(server.tokens["ivy"]) and "**Answer.**" in page(server.tokens["ivy"])
     page = page(server.tokens["cat"])
     assert "Interviewer notes" not in page and "scale_sqrt_d" not in page and "Answer." not in page
+
+
+# -- a new exercise is data, not code --------------------------------------------------------------------------
+def _toy(tmp_path, monkeypatch, name: str, meta: dict, reference: str, track: str) -> Path:
+    from harness.kit import vectors
+
+    (tmp_path / "exercises" / name).mkdir(parents=True)
+    (tmp_path / "exercises" / name / "exercise.json").write_text(json.dumps({"name": name, "title": name,
+                                                                              "summary": "", **meta}))
+    (tmp_path / "reference").mkdir(exist_ok=True)
+    (tmp_path / "reference" / f"{name}_{track}.py").write_text(reference)
+    monkeypatch.setattr(vectors, "EXERCISES_DIR", tmp_path / "exercises")
+    monkeypatch.setattr(vectors, "REFERENCE_DIR", tmp_path / "reference")
+    return tmp_path / "reference" / f"{name}_{track}.py"
+
+
+def _check(tmp_path, name, file, out) -> tuple[int, str]:
+    from gradekit.check import check
+
+    lines: list[str] = []
+    code = check(name, Path(file), exercises_dir=tmp_path / "exercises", vectors_for=lambda e, t: out,
+                 echo=lines.append, timeout=60)
+    return code, "\n".join(lines)
+
+
+def test_a_track_of_plain_functions_needs_only_its_public_calls(tmp_path, monkeypatch):
+    from harness.kit import vectors
+
+    meta = {"python": {"style": "functions", "functions": {"area": {"args": ["w", "h"]},
+                                                          "dims": {"args": ["n"], "kwargs": ["square"]}}},
+            "public": {"calls": [{"function": "area", "args": {"w": 2, "h": 3}},
+                                 {"function": "dims", "args": {"n": 4, "square": True}}]}}
+    ref = _toy(tmp_path, monkeypatch, "toy", meta, "def area(w, h):\n    return w * h\n\n\ndef dims(n, square=False):"
+               "\n    return {'shape': (n, n) if square else (n,)}\n", "python")
+    out = tmp_path / "vectors"
+    assert [p.name for p in vectors.build_track("toy", "python", out)] == ["01-area-1.npz", "02-dims-1.npz"]
+    code, text = _check(tmp_path, "toy", ref, out)
+    assert code == 0 and "toy (python track), public vectors: PASSED  2/2" in text, text
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("def area(w, h):\n    return w + h\n\n\ndef dims(n, square=False):\n    return {'shape': [n]}\n")
+    code, text = _check(tmp_path, "toy", wrong, out)
+    assert code == 1 and "area-1  [area(w=2, h=3)]: returned 5, expected 6" in text, text
+    assert "dims-1  [dims(n=4, square=True)]: 'shape': got [4], expected [4, 4]" in text
+
+
+def test_an_array_track_takes_unknown_arguments_from_exercise_json(tmp_path, monkeypatch):
+    from harness.kit import vectors
+
+    meta = {"numpy": {"entry": "scaled", "args": ["X", "alpha"], "kwargs": []}}
+    ref = _toy(tmp_path, monkeypatch, "scale", meta, "def scaled(X, alpha):\n    return X * alpha\n", "numpy")
+    with pytest.raises(vectors.VectorError, match="no generator for argument 'alpha'"):
+        vectors.build_track("scale", "numpy", tmp_path / "v0")
+    meta["public"] = {"dims": {"alpha": 3}}
+    (tmp_path / "exercises" / "scale" / "exercise.json").write_text(json.dumps({"name": "scale", "title": "",
+                                                                               "summary": "", **meta}))
+    out = tmp_path / "v1"
+    assert len(vectors.build_track("scale", "numpy", out)) == 2   # small and small_float32
+    assert _check(tmp_path, "scale", ref, out)[0] == 0
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("def scaled(X, alpha):\n    return X * 2\n")
+    code, text = _check(tmp_path, "scale", wrong, out)
+    assert code == 1 and "out differs from the reference" in text and "first mismatch at index (0, 0, 0)" in text

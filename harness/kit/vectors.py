@@ -138,12 +138,12 @@ def _arg_names(spec: dict) -> tuple[set[str], set[str]]:
     return names_, {TORCH_NAMES.get(n, n) for n in required}
 
 
-def reference_entry(exercise: str, track: str, entry: str):
+def reference_module(exercise: str, track: str):
     path = REFERENCE_DIR / f"{exercise}_{track}.py"
     spec = importlib.util.spec_from_file_location(f"_kit_reference_{exercise}_{track}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return getattr(module, entry)
+    return module
 
 
 def _as_numpy(value) -> np.ndarray:
@@ -156,10 +156,12 @@ def build_track(exercise: str, track: str, out_dir: Path) -> list[Path]:
     spec = tracks_of(meta_all)[track]
     public = meta_all.get("public", {})
     dims = {**DIMS, **public.get("dims", {})}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if "functions" in spec:
+        return _build_calls(exercise, track, spec, public.get("calls"), out_dir)
     arg_names, required = _arg_names(spec)
     numpy_spec = tracks_of(meta_all).get("numpy", spec)
-    entry = reference_entry(exercise, track, spec["entry"])
-    out_dir.mkdir(parents=True, exist_ok=True)
+    entry = getattr(reference_module(exercise, track), spec["entry"])
     written = []
     for i, case in enumerate(public.get("cases") or default_cases(arg_names, required), 1):
         dtype = case.get("dtype", "float64")
@@ -183,6 +185,31 @@ def build_track(exercise: str, track: str, out_dir: Path) -> list[Path]:
             arrays[f"expect.{name}"] = _as_numpy(value)
         path = out_dir / f"{i:02d}-{case['name']}.npz"
         np.savez_compressed(path, __meta__=np.array(json.dumps(meta)), **arrays)
+        written.append(path)
+    return written
+
+
+def _build_calls(exercise: str, track: str, spec: dict, calls: list | None, out_dir: Path) -> list[Path]:
+    """A track of plain functions: one vector per call of ``public.calls`` (``{"function": NAME, "args":
+    {ARG: VALUE}}``), the reference's answer kept as a plain value and compared exactly."""
+    if not calls:
+        raise VectorError(f"{exercise} ({track} track) is a track of functions: list its public cases in "
+                          f"exercise.json as public.calls = [{{\"function\": ..., \"args\": {{...}}}}]")
+    module = reference_module(exercise, track)
+    counts: dict[str, int] = {}
+    written = []
+    for i, call in enumerate(calls, 1):
+        name, args = call["function"], call.get("args", {})
+        fspec = spec["functions"][name]
+        counts[name] = counts.get(name, 0) + 1
+        meta = {"exercise": exercise, "track": track, "case": f"{name}-{counts[name]}", "entry": name,
+                "style": "function", "args": [{"v": args[n]} for n in fspec["args"]],
+                "kwargs": {k: {"v": args[k]} for k in fspec.get("kwargs", []) if k in args},
+                "outputs": "out", "output_type": "value", "tolerance": 0,
+                "description": f"{name}(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"}
+        meta["expect_value"] = runner.plain(runner.call_case(getattr(module, name), meta, {}))
+        path = out_dir / f"{i:02d}-{meta['case']}.npz"
+        np.savez_compressed(path, __meta__=np.array(json.dumps(meta)))
         written.append(path)
     return written
 
