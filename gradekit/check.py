@@ -82,9 +82,13 @@ def _forked(argv: list[str], timeout: float):
             from . import runner
 
             code = runner.main(argv, results_fd=res_w)
+        except BaseException:  # noqa: BLE001  a broken vector or runner: the parent reports the exit code
+            import traceback
+
+            traceback.print_exc()
+        finally:
             sys.stdout.flush()
             sys.stderr.flush()
-        finally:
             os._exit(code)
     os.close(res_w)
     os.close(out_w)
@@ -93,24 +97,27 @@ def _forked(argv: list[str], timeout: float):
     for fd in chunks:
         sel.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout
-    timed_out = False
-    while sel.get_map():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            timed_out = True
-            break
-        for key, _ in sel.select(left):
-            data = os.read(key.fd, 65536)
-            if data:
-                chunks[key.fd].append(data)
-            else:
-                sel.unregister(key.fd)
-    if timed_out:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
-    _, wait_status = os.waitpid(pid, 0)
-    for fd in chunks:
-        os.close(fd)
+    timed_out = finished = False
+    try:
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(left):
+                data = os.read(key.fd, 65536)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    sel.unregister(key.fd)
+        finished = not timed_out
+    finally:  # a timeout or Ctrl-C here: the child's whole process group goes, nothing is left running
+        if not finished:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        _, wait_status = os.waitpid(pid, 0)
+        for fd in chunks:
+            os.close(fd)
     status = "timeout" if timed_out else os.waitstatus_to_exitcode(wait_status)
     return b"".join(chunks[res_r]), b"".join(chunks[out_r])[-65536:], status
 
@@ -174,6 +181,11 @@ def check(exercise: str, file: Path, *, exercises_dir: Path, vectors_for, track:
     meta = exercises.load(exercises_dir, exercise)
     source = read_source(file)
     track = exercises.detect_track(source, meta, track)
+    if track == "torch":
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            raise KitUsageError("the torch track needs PyTorch: pip install torch (the kit: its [torch] extra)")
     vectors_dir = Path(vectors_for(exercise, track))
     n_vectors = len(list(vectors_dir.glob("*.npz")))
     if not n_vectors:

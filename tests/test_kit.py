@@ -245,9 +245,13 @@ def test_check_words_shape_dtype_crash_hang_and_import_errors(venv, tmp_path):
         path.write_text(source)
         done = grade(venv, "check", "mha", path, "--timeout", "2", cwd=tmp_path)
         assert done.returncode == 1 and re.search(expected, done.stdout), (name, done.stdout, done.stderr)
+    short = grade(venv, "mha", tmp_path / "shape.py", cwd=tmp_path)   # the stubs' `grade mha FILE`: the check
+    assert short.returncode == 1 and "out has shape [2, 5, 4]" in short.stdout
     usage = grade(venv, "check", "mah", tmp_path / "shape.py", cwd=tmp_path)
     assert usage.returncode == 2 and "did you mean 'mha'" in usage.stderr
     assert grade(venv, "check", "mha", tmp_path / "nope.py", cwd=tmp_path).returncode == 2
+    torch_file = grade(venv, "check", "mha", ROOT / "reference" / "mha_torch.py", cwd=tmp_path)  # no torch here
+    assert torch_file.returncode == 2 and "the torch track needs PyTorch" in torch_file.stderr
     other = grade(venv, "serve", cwd=tmp_path)
     assert other.returncode == 2 and "full attention-grader package" in other.stderr
 
