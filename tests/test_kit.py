@@ -113,6 +113,16 @@ def _kit_texts(kit) -> dict[str, str]:
 
 
 # -- what is inside ----------------------------------------------------------------------------------------
+def test_the_kit_and_the_grader_share_one_version():
+    import gradekit
+    import harness
+
+    stated = re.search(r'^version = "(.+)"', (ROOT / "kit" / "pyproject.toml").read_text(), re.M)[1]
+    assert stated == harness.__version__ == gradekit.__version__
+
+
+
+@pytest.mark.slow
 def test_the_build_prints_size_and_dependencies_and_the_readmes_state_them(kit):
     kb = kit.wheel.stat().st_size / 1024
     assert re.search(rf"wheel\s+{re.escape(str(kit.wheel))}\s+{kb:.0f} KB", kit.stdout), kit.stdout
@@ -126,6 +136,7 @@ def test_the_build_prints_size_and_dependencies_and_the_readmes_state_them(kit):
         assert "`numpy>=1.24,<3`" in text and "`torch>=2.2,<=2.13.0`" in text
 
 
+@pytest.mark.slow
 def test_the_kit_holds_prompts_stubs_and_vectors_of_every_exercise_and_track(kit):
     names = set(zipfile.ZipFile(kit.wheel).namelist())
     for exercise in EXERCISES:
@@ -139,6 +150,7 @@ def test_the_kit_holds_prompts_stubs_and_vectors_of_every_exercise_and_track(kit
     assert len(masked) >= 2 * 4 * 2   # four masked exercises, both tracks, both cases
 
 
+@pytest.mark.slow
 def test_nothing_hidden_is_in_the_kit(kit):
     listing = zipfile.ZipFile(kit.wheel).namelist() + zipfile.ZipFile(kit.zip).namelist()
     for name in listing:
@@ -170,6 +182,21 @@ def test_nothing_hidden_is_in_the_kit(kit):
             assert " ".join(snippet.split()) not in flat, f"{exercise}: {snippet!r} is in the kit"
 
 
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_the_prompt_names_no_bug_and_the_interviewer_notes_list_every_one(exercise):
+    from graders.mutants.catalog import CATALOG
+
+    meta = json.loads((ROOT / "exercises" / exercise / "exercise.json").read_text())
+    tracks = [t for t, spec in meta.items() if isinstance(spec, dict) and ("entry" in spec or "functions" in spec)]
+    prompt = (ROOT / "exercises" / exercise / "README.md").read_text()
+    notes = (ROOT / "exercises" / exercise / "interviewer.md").read_text()
+    assert not [b.id for b in CATALOG if re.search(rf"\b{b.id}\b", prompt)]
+    assert "Follow-up" not in prompt and "**Answer.**" not in prompt
+    missing = [b.id for b in CATALOG if any(b.applies(exercise, t) for t in tracks) and f"`{b.id}`" not in notes]
+    assert not missing, f"{exercise}/interviewer.md does not list {missing}"
+
+
+@pytest.mark.slow
 def test_the_venv_holds_the_kit_and_numpy_and_nothing_of_the_grader(venv, tmp_path):
     probe = ("import importlib.util as u, importlib.metadata as m, attention_kit, numpy; "
              "print([u.find_spec(n) is None for n in ('harness', 'graders', 'reference', 'exercises', 'gradekit')]); "
@@ -181,6 +208,7 @@ def test_the_venv_holds_the_kit_and_numpy_and_nothing_of_the_grader(venv, tmp_pa
     assert eval(dists) == ["attention-grader-kit", "numpy"]   # noqa: S307  (our own probe's output)
 
 
+@pytest.mark.slow
 def test_list_and_start_in_the_venv(venv, tmp_path):
     listed = grade(venv, "list", cwd=tmp_path)
     assert listed.returncode == 0 and [ln.split()[0] for ln in listed.stdout.splitlines()[:-1]] == EXERCISES
@@ -190,6 +218,7 @@ def test_list_and_start_in_the_venv(venv, tmp_path):
     assert grade(venv, "start", "gqa", "--track", "torch", cwd=tmp_path).returncode == 2   # exists: --force
 
 
+@pytest.mark.slow
 def test_beside_the_full_package_the_kit_hands_over_what_it_does_not_have(kit, tmp_path):
     """One environment with both: whichever `grade` script won, the grader's own commands still work."""
     with zipfile.ZipFile(kit.wheel) as z:
@@ -203,6 +232,7 @@ def test_beside_the_full_package_the_kit_hands_over_what_it_does_not_have(kit, t
 
 
 # -- grade check ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_check_passes_the_reference(venv, tmp_path, exercise):
     mine = tmp_path / "solution.py"
@@ -213,6 +243,7 @@ def test_check_passes_the_reference(venv, tmp_path, exercise):
     assert "the full hidden suite" in done.stdout and f"grade submit {mine} --exercise {exercise}" in done.stdout
 
 
+@pytest.mark.slow
 def test_check_fails_the_wrong_scale_naming_the_vector_and_the_mismatch(venv, tmp_path):
     done = grade(venv, "check", "mha", WRONG, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
@@ -225,6 +256,7 @@ def test_check_fails_the_wrong_scale_naming_the_vector_and_the_mismatch(venv, tm
     assert "the full hidden suite" in lines[-1]
 
 
+@pytest.mark.slow
 def test_check_words_shape_dtype_crash_hang_and_import_errors(venv, tmp_path):
     ref = (ROOT / "reference" / "mha_numpy.py").read_text()
     cases = {
@@ -256,6 +288,7 @@ def test_check_words_shape_dtype_crash_hang_and_import_errors(venv, tmp_path):
     assert other.returncode == 2 and "full attention-grader package" in other.stderr
 
 
+@pytest.mark.slow
 def test_the_full_package_checks_the_torch_track_the_same_way(tmp_path):
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONWARNINGS": "ignore"}
     done = subprocess.run([sys.executable, "-m", "harness", "check", "gqa", ROOT / "reference" / "gqa_torch.py"],
@@ -277,6 +310,7 @@ def server(tmp_path_factory):
     srv.stop()
 
 
+@pytest.mark.slow
 def test_kit_submit_waits_for_the_verdict(venv, server, tmp_path):
     host = server.url.removeprefix("http://")
     done = grade(venv, "submit", WRONG, "--exercise", "mha", "--server", host, "--wait", cwd=tmp_path,
@@ -307,6 +341,7 @@ def test_kit_submit_waits_for_the_verdict(venv, server, tmp_path):
     assert invite.returncode == 2 and "ask for a candidate token" in invite.stderr
 
 
+@pytest.mark.slow
 def test_full_submit_takes_a_server_without_scheme_and_grader_server(server, tmp_path):
     env = {**os.environ, "GRADER_TOKEN": server.tokens["ivy"], "PYTHONWARNINGS": "ignore",
            "GRADER_SERVER": server.url.removeprefix("http://")}
@@ -320,6 +355,7 @@ def test_full_submit_takes_a_server_without_scheme_and_grader_server(server, tmp
     assert bad.returncode == 2 and "expected http://HOST:PORT" in bad.stderr
 
 
+@pytest.mark.slow
 def test_interviewer_notes_reach_staff_only(server):
     ivy, cat = server.client(server.tokens["ivy"]), server.client(server.tokens["cat"])
     staff = ivy.get("/v1/exercises/mha").json()
