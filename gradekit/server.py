@@ -1,21 +1,19 @@
 """Where the grading service is and who the candidate is to it: the server URL (`--server`, GRADER_SERVER or
 `grade login`'s file), the bearer token (`--token`, GRADER_TOKEN or the file) and a small JSON client.
 
-An invitation link (`grade login https://HOST/invite/CODE`) is exchanged for a token at login:
-``POST /v1/invitations/CODE/redeem`` → ``{"token": ...}``. That endpoint is the service's rounds work (issue 20);
-a server without it answers 404 and `grade login` says to ask for a token instead."""
+An invitation link (`grade login 'https://HOST/join?code=CODE'`, what a round's invitation carries) is exchanged
+for a candidate token at login: ``POST /v1/join {"code": CODE}`` → ``{"token": ...}`` (single use: the link
+then no longer opens the page either)."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 from .exercises import KitUsageError
 
 SERVER_FORM = "http://HOST:PORT or HOST:PORT (e.g. http://127.0.0.1:8000 or https://grader.example.com)"
-INVITE_PATH = re.compile(r"^(?P<prefix>.*?)/(?:invite|invitations|join)/(?P<code>[A-Za-z0-9_\-.~]+)/?$")
 
 
 class ServerUnreachable(Exception):
@@ -109,21 +107,33 @@ def error_message(status: int, answer: dict) -> str:
     return (answer.get("error") or {}).get("message") or f"HTTP {status}"
 
 
+def invitation(value: str) -> tuple[str, str] | None:
+    """(server, code) of an invitation link ``http(s)://HOST[/PREFIX]/join?code=CODE``, else None."""
+    from urllib.parse import parse_qs, urlsplit
+
+    if "://" not in value:
+        return None
+    parts = urlsplit(value.strip())
+    code = parse_qs(parts.query).get("code", [""])[0]
+    if not parts.path.rstrip("/").endswith("/join") or not code:
+        return None
+    prefix = parts.path.rstrip("/")[: -len("/join")]
+    return normalize_server(f"{parts.scheme}://{parts.netloc}{prefix}", "the invitation link"), code
+
+
 def login(value: str, server: str | None) -> tuple[str, Path]:
     """Save a token (checked against the server) or the token an invitation link is exchanged for."""
-    match = INVITE_PATH.match(value) if "://" in value else None
-    if match:
-        base = normalize_server(match["prefix"], "the invitation link")
-        status, answer = request("POST", f"{base}/v1/invitations/{match['code']}/redeem", None, {})
-        if status in (404, 405):
-            raise KitUsageError(f"{base} does not take invitation links from `grade login` (HTTP {status}); ask "
-                                f"for a candidate token and run: grade login TOKEN --server {base}")
+    invited = invitation(value)
+    if invited:
+        base, code = invited
+        status, answer = request("POST", f"{base}/v1/join", None, {"code": code})
         if status >= 400 or not answer.get("token"):
-            raise KitUsageError(f"the invitation was refused (HTTP {status}): {error_message(status, answer)}")
+            raise KitUsageError(f"{base} refused the invitation (HTTP {status}: {error_message(status, answer)}); "
+                                f"an invitation works once and until it expires: ask for a new link or a token")
         token = answer["token"]
     else:
         if "://" in value or "/" in value:
-            raise KitUsageError(f"{value!r} is neither a token nor an invitation link (https://HOST/invite/CODE)")
+            raise KitUsageError(f"{value!r} is neither a token nor an invitation link (https://HOST/join?code=...)")
         base = normalize_server(server or os.environ.get("GRADER_SERVER") or saved().get("server") or "")
         token = value.strip()
         status, answer = request("GET", f"{base}/v1/exercises", token)

@@ -337,8 +337,53 @@ def test_kit_submit_waits_for_the_verdict(venv, server, tmp_path):
     assert bad.returncode == 2 and "expected http://HOST:PORT or HOST:PORT" in bad.stderr
     refused = grade(venv, "login", "gr_wrong", "--server", host, cwd=tmp_path)
     assert refused.returncode == 2 and "401" in refused.stderr
-    invite = grade(venv, "login", f"{server.url}/invite/abc123", cwd=tmp_path)
-    assert invite.returncode == 2 and "ask for a candidate token" in invite.stderr
+    invite = grade(venv, "login", f"{server.url}/join?code=abc123", cwd=tmp_path)   # unknown (or no rounds yet)
+    assert invite.returncode == 2 and "refused the invitation (HTTP 404" in invite.stderr
+
+
+@pytest.mark.slow
+def test_login_exchanges_an_invitation_link_for_a_token(venv, tmp_path):
+    """The round's link `BASE/join?code=CODE` goes to POST /v1/join once; submit then uses the token it gave."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen = []
+
+    class Service(BaseHTTPRequestHandler):
+        def _answer(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, body, self.headers.get("Authorization")))
+            if self.path == "/grader/v1/join":
+                self._answer(201, {"token": "gr_from_the_invitation"})
+            else:
+                self._answer(202, {"id": "abc", "status": "queued", "links": {"page": "/submissions/abc"}})
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Service)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}/grader"
+    try:
+        done = grade(venv, "login", f"{base}/join?code=s3cret", cwd=tmp_path)
+        assert done.returncode == 0 and f"logged in to {base}" in done.stdout, done.stderr
+        mine = tmp_path / "mine.py"
+        shutil.copy(ROOT / "reference" / "mha_numpy.py", mine)
+        sent = grade(venv, "submit", mine, "--exercise", "mha", cwd=tmp_path)
+        assert sent.returncode == 0 and sent.stdout.strip() == f"submitted abc: queued  {base}/submissions/abc"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert seen[0] == ("/grader/v1/join", {"code": "s3cret"}, None)
+    assert seen[1][0].startswith("/grader/v1/submissions") and seen[1][2] == "Bearer gr_from_the_invitation"
 
 
 @pytest.mark.slow
