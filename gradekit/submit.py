@@ -1,6 +1,8 @@
 """`grade submit FILE --exercise NAME`: send the file to the grading service, print the submission's page, and
-with --wait the summary the round's feedback lets the candidate see. Exit codes as `grade run`: 0 passed,
-1 failed, 2 bad usage or input, 3 the service failed or could not be reached."""
+with --wait the summary the round's feedback lets the candidate see (all of the candidate view, the summary
+without messages, or — feedback after the round closes — only that it was received). Exit codes as `grade run`:
+0 passed (or received, when the verdict is held back), 1 failed, 2 bad usage or input, 3 the service failed or
+could not be reached."""
 
 from __future__ import annotations
 
@@ -62,6 +64,11 @@ def submit(file: Path, *, exercise: str, server: str | None, token: str | None, 
             raise ServiceFault(f"HTTP {status} while fetching the report of {sub_id}")
     if json_path:
         json_path.write_text(json.dumps(report, indent=2) + "\n")
+    if report.get("verdict") is None:   # the round holds its feedback back (after_close): no verdict yet
+        when = report.get("available_after")
+        echo(f"{exercise}: received and graded; this round shows its feedback "
+             f"{'after ' + when if when else 'later'}, on {page}")
+        return 0
     if render is None:
         from .summary import summary_lines
 

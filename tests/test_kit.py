@@ -363,8 +363,12 @@ def test_login_exchanges_an_invitation_link_for_a_token(venv, tmp_path):
             seen.append((self.path, body, self.headers.get("Authorization")))
             if self.path == "/grader/v1/join":
                 self._answer(201, {"token": "gr_from_the_invitation"})
-            else:
+            elif "wait=0&" in self.path or self.path.endswith("wait=0"):
                 self._answer(202, {"id": "abc", "status": "queued", "links": {"page": "/submissions/abc"}})
+            else:  # a round whose feedback comes after it closes: graded, the verdict held back
+                self._answer(200, {"id": "abd", "status": "done", "links": {"page": "/submissions/abd"},
+                                   "report": {"status": "received", "feedback": "after_close",
+                                              "available_after": "2026-12-02T18:00:00Z"}})
 
         def log_message(self, *args):
             pass
@@ -379,6 +383,10 @@ def test_login_exchanges_an_invitation_link_for_a_token(venv, tmp_path):
         shutil.copy(ROOT / "reference" / "mha_numpy.py", mine)
         sent = grade(venv, "submit", mine, "--exercise", "mha", cwd=tmp_path)
         assert sent.returncode == 0 and sent.stdout.strip() == f"submitted abc: queued  {base}/submissions/abc"
+        held = grade(venv, "submit", mine, "--exercise", "mha", "--wait", cwd=tmp_path)
+        assert held.returncode == 0 and held.stdout.splitlines()[1] == (
+            f"mha: received and graded; this round shows its feedback after 2026-12-02T18:00:00Z, on "
+            f"{base}/submissions/abd"), held.stdout + held.stderr
     finally:
         httpd.shutdown()
         httpd.server_close()
