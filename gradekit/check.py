@@ -169,8 +169,8 @@ def render(exercise: str, track: str, cases: list[dict], error: str | None, n_ve
     if verdict == "FAILED" and stderr.strip():
         lines.append("  your file printed (last lines):")
         lines += [f"    {t}" for t in stderr.strip().splitlines()[-8:]]
-    lines.append(f"These are {n_vectors} public cases only; the full hidden suite (shapes, masks, dtypes, edge cases, "
-                 f"gradients) runs when you submit: grade submit {file} --exercise {exercise}")
+    lines.append(f"These are {n_vectors} public cases only; the full hidden suite runs when you submit: "
+                 f"grade submit {file} --exercise {exercise}")
     return lines
 
 

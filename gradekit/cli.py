@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("start", help="write the stub to start from")
     s.add_argument("exercise")
     s.add_argument("path", nargs="?")
-    s.add_argument("--track", default="numpy")
+    s.add_argument("--track", help="default: the exercise's first track")
     s.add_argument("--force", action="store_true", help="overwrite PATH")
     c = sub.add_parser("check", help="run FILE on the exercise's public test vectors")
     c.add_argument("exercise")
@@ -66,8 +66,10 @@ def _start(args) -> int:
     from . import exercises
 
     meta = exercises.load(DATA, args.exercise)
-    if args.track not in exercises.tracks_of(meta):
-        raise KitUsageError(f"exercise {args.exercise!r} has no track {args.track!r}")
+    tracks = exercises.tracks_of(meta)
+    args.track = args.track or next(iter(tracks))
+    if args.track not in tracks:
+        raise KitUsageError(f"exercise {args.exercise!r} has no track {args.track!r}; choose {', '.join(tracks)}")
     target = Path(args.path or f"{args.exercise}_{args.track}.py")
     if target.exists() and not args.force:
         raise KitUsageError(f"{target} exists; pass --force to overwrite it")

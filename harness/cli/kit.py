@@ -10,6 +10,7 @@ import click
 
 from harness.cli.common import style
 from harness.core.errors import EXIT_INFRA, EXIT_USAGE
+from harness.core.exercises import TRACKS
 
 
 def _run(call):
@@ -69,7 +70,7 @@ def check_cmd(exercise, file, track, timeout):
 @click.option("--server", envvar="GRADER_SERVER",
               help="http://HOST:PORT or HOST:PORT (env GRADER_SERVER; default: what `grade login` saved).")
 @click.option("--token", envvar="GRADER_TOKEN", help="Bearer token (env GRADER_TOKEN; default: `grade login`'s).")
-@click.option("--track", type=click.Choice(["auto", "numpy", "torch"]), default="auto", show_default=True)
+@click.option("--track", type=click.Choice(("auto", *TRACKS)), default="auto", show_default=True)
 @click.option("--candidate", help="Candidate name (interviewer tokens; a candidate token implies its own).")
 @click.option("--seed", type=int, default=None)
 @click.option("--wait/--no-wait", default=False, help="Wait for the report and print the summary.")
