@@ -132,7 +132,7 @@ def exercise_page(request: Request, name: str):
     if name not in rounds.visible_exercises(request.app.state.store, who):
         return _render(request, "message.html", 404, who=who, title="Not found",
                        message=f"No exercise {name!r}{grading.did_you_mean(name, grading.exercise_names())}")
-    return _render(request, "exercise.html", who=who, ex=grading.exercise_detail(name))
+    return _render(request, "exercise.html", who=who, ex=grading.exercise_detail(name, staff=who.is_staff))
 
 
 def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200):
