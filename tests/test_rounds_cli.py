@@ -49,6 +49,8 @@ def test_a_round_from_the_shell(tmp_path):
     assert r.exit_code == 2 and "is closed" in r.stderr
     r = run("rounds", "create", *d, "--name", "x", "--exercise", "mhaa", "--closes", "2h", ok=False)
     assert "unknown exercise 'mhaa'" in r.stderr and "mha" in r.stderr
+    r = run("rounds", "create", *d, "--name", "x", "--exercise", "attention_cost:numpy", "--closes", "2h", ok=False)
+    assert "attention_cost has no track 'numpy' (python)" in r.stderr
 
 
 def test_tokens_say_where_and_list_with_a_header(tmp_path):

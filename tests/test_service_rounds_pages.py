@@ -26,9 +26,12 @@ def srv(tmp_path_factory):
     tokens = make_tokens(data, ("interviewer", "ivy"))
     server = Server(data, workers=2).start()
     server.tokens = tokens
+    server.secrets = [tokens["ivy"]]
     yield server
     server.stop()
-    assert tokens["ivy"] not in server.log()
+    log = server.log()
+    assert "grader.access: POST /join 303" in log
+    assert [s[:8] for s in server.secrets if s in log] == []      # no token, invitation or session id
 
 
 def _context(browser):
@@ -73,6 +76,7 @@ def test_a_round_in_the_browser(srv, browser, tmp_path):
     ivy.wait_for_selector("#links")
     links = ivy.locator("code.invite-link").all_inner_texts()
     assert len(links) == 2 and len(set(links)) == 2 and all("/join?code=gi_" in x for x in links)
+    srv.secrets += [x.split("code=")[1] for x in links]
     ivy.screenshot(path=str(SHOTS / "round-invited.png"), full_page=True)
     ivy.goto(round_url)                                     # the links are shown once
     assert ivy.locator("code.invite-link").count() == 0
@@ -86,6 +90,7 @@ def test_a_round_in_the_browser(srv, browser, tmp_path):
         pg.goto(link)
         pg.click("#join")
         pg.wait_for_url(srv.url + "/exercises")
+        srv.secrets += [c["value"] for c in ctx.cookies() if c["name"] == "grader_session"]
         assert sorted(pg.locator("section.exercise").evaluate_all("els => els.map(e => e.id)")) == [
             "ex-kv_cache", "ex-mha"]
         assert sorted(pg.locator("#exercise option").evaluate_all("els => els.map(e => e.value)")) == [

@@ -5,8 +5,10 @@ it is raised before anything is stored or graded."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
+import hashlib
 
 from harness.service import grading
 from harness.service.auth import Principal
@@ -87,6 +89,24 @@ def _refuse(code: str, message: str, until: dt.datetime | None, round_id: str) -
 
 def _when(t: dt.datetime) -> str:
     return f"{t:%Y-%m-%d %H:%M} UTC"
+
+
+@contextlib.contextmanager
+def serialized(store, who: Principal):
+    """Hold a candidate's admissions one at a time across API processes (Postgres: an advisory lock on a
+    connection of its own, while the limits are checked and the row is inserted). SQLite has one server per
+    store, whose intake lock already serializes them."""
+    if store.is_sqlite or who.role != "candidate" or not who.candidate_id:
+        yield
+        return
+    key = int.from_bytes(hashlib.sha256(b"admit:" + who.candidate_id.encode()).digest()[:8], "big", signed=True)
+    with store.engine.connect() as conn:
+        conn.exec_driver_sql("SELECT pg_advisory_lock(%s)", (key,))
+        try:
+            yield
+        finally:
+            conn.exec_driver_sql("SELECT pg_advisory_unlock(%s)", (key,))
+            conn.commit()
 
 
 def admit(store, who: Principal, exercise: str, track: str) -> str | None:

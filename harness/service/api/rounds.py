@@ -78,10 +78,11 @@ def parse_exercises(items: list[str]) -> dict[str, list[str]]:
         if name not in grading.exercise_names():
             raise UsageError(f"exercises: unknown exercise {name!r}"
                              f"{grading.did_you_mean(name, grading.exercise_names())}")
-        if track and track not in ("numpy", "torch"):
-            raise UsageError(f"exercises: unknown track {track!r} in {item!r} (numpy or torch)")
+        offered = list(grading.get_exercise(name).tracks)
+        if track and track not in offered:
+            raise UsageError(f"exercises: {name} has no track {track!r} ({' or '.join(offered)})")
         out.setdefault(name, [])
-        for t in ([track] if track else ["numpy", "torch"]):
+        for t in ([track] if track else offered):
             if t not in out[name]:
                 out[name].append(t)
     return out

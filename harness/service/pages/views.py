@@ -132,7 +132,7 @@ def exercise_page(request: Request, name: str):
     if name not in rounds.visible_exercises(request.app.state.store, who):
         return _render(request, "message.html", 404, who=who, title="Not found",
                        message=f"No exercise {name!r}{grading.did_you_mean(name, grading.exercise_names())}")
-    return _render(request, "exercise.html", who=who, ex=grading.exercise_detail(name))
+    return _render(request, "exercise.html", who=who, ex=grading.exercise_detail(name, staff=who.is_staff))
 
 
 def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200):
@@ -141,7 +141,8 @@ def _exercises(request: Request, who: Principal, *, error: str | None = None, st
     mine = store.list_submissions(candidate_id=who.candidate_id or "", limit=20) if not who.is_staff else []
     return _render(request, "exercises.html", status, who=who, exercises=exercises, error=error,
                    mine=[views.submission_view(rounds.row_for(store, who, r)) for r in mine],
-                   my_rounds=rounds.open_rounds(store, who))
+                   my_rounds=rounds.open_rounds(store, who), tracks=grading.TRACKS,
+                   track_labels={"numpy": "NumPy", "torch": "PyTorch", "python": "Python"})
 
 
 @router.post("/submit", response_class=HTMLResponse)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from harness.service.store.models import Token, WebSession
 from harness.service.store.repository import _row, hash_token, now
@@ -19,6 +19,7 @@ def open_session(store, token_id: int, ttl_s: float = TTL_S) -> str:
     secret = "gs_" + secrets.token_urlsafe(32)
     t = now()
     with store.session() as s:
+        s.execute(delete(WebSession).where(WebSession.expires_at < t - dt.timedelta(days=1)))  # old ones go
         s.add(WebSession(id_hash=hash_token(secret), token_id=token_id, created_at=t,
                          expires_at=t + dt.timedelta(seconds=ttl_s)))
     return secret
