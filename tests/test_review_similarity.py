@@ -18,8 +18,7 @@ EXERCISES = sorted(p.name for p in (ROOT / "tests" / "variants").iterdir() if p.
 
 def _solutions(exercise: str) -> dict[str, str]:
     files = sorted((ROOT / "tests" / "variants" / exercise).glob("*.py"))
-    files += [p for p in (ROOT / "reference" / f"{exercise}_numpy.py", ROOT / "reference" / f"{exercise}_torch.py")
-              if p.exists()]
+    files += sorted((ROOT / "reference").glob(f"{exercise}_*.py"))
     return {p.name: p.read_text() for p in files}
 
 
@@ -34,7 +33,7 @@ def test_near_copies_are_changed_copies():
 @pytest.mark.parametrize("exercise", EXERCISES)
 def test_every_near_copy_ranks_above_every_independent_pair(exercise):
     srcs = _solutions(exercise)
-    assert len(srcs) >= 6
+    assert len(srcs) >= 4
     bp = similarity.boilerplate_for(exercise)
     independent = {(a, b): similarity.compare(srcs[a], srcs[b], bp)[0] for a, b in itertools.combinations(srcs, 2)}
     near = {a: similarity.compare(s, near_copy(s), bp)[0] for a, s in srcs.items()}

@@ -64,11 +64,8 @@ def boilerplate_for(exercise: str) -> tuple:
     from harness.service import grading
 
     hashes: set = set()
-    for track in ("numpy", "torch"):
-        try:
-            hashes |= set(_fingerprint(grading.stub_text(exercise, track)).hashes)
-        except Exception:   # an exercise without that track's stub
-            continue
+    for track in grading.exercise_summary(exercise)["tracks"]:
+        hashes |= set(_fingerprint(grading.stub_text(exercise, track)).hashes)
     return tuple(sorted(hashes))
 
 

@@ -31,6 +31,17 @@ def _expired(request, who):
                    message="The form expired; reload the page and try again.")
 
 
+async def _staff_form(request):
+    """(who, the form, None) for a staff session whose form carries a valid CSRF token; else a response."""
+    who, resp = _staff_or(request)
+    if resp:
+        return who, None, resp
+    form = await request.form()
+    if not await _form_csrf_ok(request, form):
+        return who, form, _expired(request, who)
+    return who, form, None
+
+
 def _candidate_page(request, who, cand_id, round_id="", error=None, status=200):
     store = request.app.state.store
     c = candidates.get(store, cand_id)
@@ -52,12 +63,9 @@ def candidate_page(request: Request, cand_id: str, round: str = ""):
 
 @router.post("/candidates/{cand_id}/notes")
 async def candidate_note(request: Request, cand_id: str):
-    who, resp = _staff_or(request)
+    who, form, resp = await _staff_form(request)
     if resp:
         return resp
-    form = await request.form()
-    if not await _form_csrf_ok(request, form):
-        return _expired(request, who)
     body = str(form.get("body") or "").strip()[:10000]
     if not body or candidates.get(request.app.state.store, cand_id) is None:
         return _candidate_page(request, who, cand_id, error="Write the note first.", status=422)
@@ -67,12 +75,9 @@ async def candidate_note(request: Request, cand_id: str):
 
 @router.post("/candidates/{cand_id}/delete")
 async def candidate_delete(request: Request, cand_id: str):
-    who, resp = _staff_or(request)
+    who, form, resp = await _staff_form(request)
     if resp:
         return resp
-    form = await request.form()
-    if not await _form_csrf_ok(request, form):
-        return _expired(request, who)
     if str(form.get("confirm") or "") != cand_id:
         return _candidate_page(request, who, cand_id, error="Type the candidate id to confirm the deletion.",
                                status=422)
@@ -156,13 +161,10 @@ def source_response(row: dict) -> Response:
 
 @router.post("/review/{sub_id}/{what}")
 async def review_action(request: Request, sub_id: str, what: str):
-    who, resp = _staff_or(request)
+    who, form, resp = await _staff_form(request)
     if resp:
         return resp
     store = request.app.state.store
-    form = await request.form()
-    if not await _form_csrf_ok(request, form):
-        return _expired(request, who)
     row = store.get(sub_id) if len(sub_id) <= 64 else None
     if row is None or what not in ("rubric", "override", "notes"):
         return _not_found(request, who, "submission")
@@ -239,12 +241,9 @@ def round_analytics(store, round_id: str) -> list[dict]:
 @router.post("/rounds/{round_id}/review")
 async def round_review_settings(request: Request, round_id: str):
     """The round's rubric (one criterion per line: name, max points, description) and review settings."""
-    who, resp = _staff_or(request)
+    who, form, resp = await _staff_form(request)
     if resp:
         return resp
-    form = await request.form()
-    if not await _form_csrf_ok(request, form):
-        return _expired(request, who)
     r, resp = _round_or_404(request, who, round_id)
     if resp:
         return resp
