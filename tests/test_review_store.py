@@ -162,3 +162,33 @@ def test_a_round_past_its_retention_period_is_purged(store):
     assert candidates.get(store, both["id"]) is not None         # still in another round
     assert "Olive" not in _everything(store)
     assert review.purge_expired(store) == []
+
+
+def test_the_cli_reads_exports_sets_retention_and_deletes(tmp_path):
+    import zipfile
+
+    from click.testing import CliRunner
+
+    from harness.cli.main import main
+
+    store = Store(f"sqlite:///{tmp_path / 'data' / 'grader.db'}")    # the CLI's --data-dir store
+    store.data_dir = tmp_path / "data"
+    store.migrate()
+    r = _round(store)
+    ada = _member(store, r, "Ada")
+    _graded(store, ada, r["id"], "# first\n", score=4.0, verdict="failed", bugs=["scale_sqrt_d"])
+    _graded(store, ada, r["id"], "# second\n")
+    run = lambda *a: CliRunner().invoke(main, [*a, "--data-dir", str(store.data_dir)])  # noqa: E731
+    out = run("review", "candidate", ada["id"])
+    assert out.exit_code == 0, out.output
+    assert "2 attempt(s), best 10.0, last 10.0, passed after" in out.output and "scale_sqrt_d" in out.output
+    res = run("review", "export", ada["id"], "--out", str(tmp_path / "ada.zip"))
+    assert res.exit_code == 0, res.output
+    assert len([n for n in zipfile.ZipFile(tmp_path / "ada.zip").namelist() if n.startswith("sources/")]) == 2
+    assert run("review", "retention", r["id"], "30").exit_code == 0
+    assert review.settings_of(store, r["id"])["retention_days"] == 30
+    assert run("review", "delete", ada["id"]).exit_code == 2          # no --yes: nothing happens
+    assert candidates.get(store, ada["id"]) is not None
+    res = run("review", "delete", ada["id"], "--yes")
+    assert res.exit_code == 0 and "deleted 2 submission(s)" in res.output
+    assert candidates.get(store, ada["id"]) is None
