@@ -243,6 +243,37 @@ def test_analytics_page_charts_read_back(rnd, page):
     page.screenshot(path=str(SHOTS / "analytics.png"), full_page=True)
 
 
+def test_reports_say_whose_and_compare_lives_in_the_app(rnd, page):
+    srv = rnd["srv"]
+    first, second = rnd["subs"]["Ada"]
+    page.goto(f"{srv.url}/v1/submissions/{second}/report.html")
+    line = page.inner_text("#whose")
+    assert line.startswith("Ada · round Review main · mha · attempt 2")
+    page.click("#whose-back")
+    page.wait_for_url(f"{srv.url}/review/{second}")
+    ada = rnd["Ada"]["client"]                     # the candidate's own report links to her submission's page
+    assert f'href="/submissions/{first}"' in ada.get(f"/v1/submissions/{first}/report.html").text
+    page.goto(f"{srv.url}/submissions?round={rnd['main']['id']}")
+    page.check(f"tr[data-id='{first}'] input[type=checkbox]")
+    page.check(f"tr[data-id='{rnd['subs']['Bob'][0]}'] input[type=checkbox]")
+    page.click("#compare")
+    page.wait_for_load_state()
+    assert page.locator("header").count() == 1 and page.locator("header a[href='/rounds']").count() == 1   # the frame
+    rows = page.locator("#compare tbody tr")
+    assert rows.count() == 2
+    ada_row = page.locator(f"#compare tbody tr[data-id='{first}']")
+    assert ada_row.locator("td").first.inner_text().startswith("Ada")
+    assert ada_row.locator("td").nth(2).inner_text() == "1"
+    assert re.fullmatch(r"[\d.]+/[\d.]+", ada_row.locator(".cat-numeric").inner_text())
+    assert "scale_sqrt_d" in ada_row.inner_text()
+    ada_row.locator("a.review").click()
+    page.wait_for_url(f"{srv.url}/review/{first}")
+    page.go_back()
+    page.click("#compare-detailed")
+    page.wait_for_load_state()
+    assert page.locator("#compare tbody tr").count() == 2          # the detailed standalone comparison
+
+
 def test_regrade_keeps_a_version(rnd):
     ivy, sub = rnd["ivy"], rnd["subs"]["Bob"][0]
     first = ivy.get(f"/v1/submissions/{sub}/report").json()

@@ -42,7 +42,7 @@ def _diagnosis(report: dict | None) -> list[str]:
 
 def attempt_view(row: dict) -> dict:
     report = json.loads(row["report_json"]) if row.get("report_json") else None
-    return {"id": row["id"], "attempt": row["attempt"], "received_at": iso(row["received_at"]),
+    return {"id": row["id"], "attempt": row["attempt"], "exercise": row["exercise"], "received_at": iso(row["received_at"]),
             "finished_at": iso(row["finished_at"]), "status": row["status"], "verdict": row["verdict"],
             "score": row["score"], "max_score": row["max_score"], "final_score": store_review.final_score(row),
             "override": row.get("override"), "filename": row["filename"], "sha256": row["sha256"],
@@ -188,3 +188,43 @@ def export_columns(store, rows: list[dict], reports: dict[str, dict]) -> tuple[l
                         + [rubric.get(r["id"], {}).get(n) for n in names]
                         + [o["score"] if o else None, o["reason"] if o else None, o["score"] if o else r["score"]])
     return header, out
+
+
+# -- whose a report is ---------------------------------------------------------------------------------------------
+def whose(store, row: dict, *, staff: bool) -> Markup:
+    """A line for the top of a report: candidate, round, exercise, attempt number, and a link back (staff: to the
+    attempt's review; a candidate: to the submission's page)."""
+    from harness.service.store import rounds as store_rounds
+
+    attempt = None
+    if row.get("candidate_id"):
+        attempt = next((a["attempt"] for a in store_review.attempts_of(store, row["candidate_id"])
+                        if a["id"] == row["id"]), None)
+    r = store_rounds.get(store, row["round_id"]) if row.get("round_id") else None
+    back = f"/review/{row['id']}" if staff else f"/submissions/{row['id']}"
+    return Markup('<p class="whose" id="whose" style="font:14px sans-serif;margin:8px 0">') + escape(
+        f"{row.get('candidate') or 'anonymous'} · {('round ' + r['name']) if r else 'no round'} · "
+        f"{row['exercise']} · attempt {attempt or 1} · ") + Markup(
+        f'<a id="whose-back" href="{escape(back)}">back to the {"review" if staff else "submission"}</a></p>')
+
+
+def with_whose(page: str, line: Markup) -> str:
+    for marker in ("<body><main>", "<body>"):
+        if marker in page:
+            return page.replace(marker, marker + str(line), 1)
+    return str(line) + page
+
+
+def compare_rows(store, rows: list[dict]) -> list[dict]:
+    """The app's compare table: each graded submission with its candidate, attempt, verdict, final score and
+    points per category."""
+    out = []
+    for r in rows:
+        attempt = None
+        if r.get("candidate_id"):
+            attempt = next((a for a in store_review.attempts_of(store, r["candidate_id"]) if a["id"] == r["id"]), None)
+        view = attempt_view({**(attempt or r), "attempt": attempt["attempt"] if attempt else 1})
+        view["candidate"] = r["candidate"] or "anonymous"
+        view["cats"] = {c["category"]: c for c in view["categories"]}
+        out.append(view)
+    return out

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from harness.service import grading, rounds, views
+from harness.service import grading, review, rounds, views
 from harness.service.auth import Principal, principal, staff
 from harness.service.errors import ApiError
 from harness.service.models import SubmissionJSON, SubmissionList, SubmissionOut
@@ -323,6 +323,7 @@ def get_report_html(sub_id: str, request: Request,
                                                     source=row["source"], npz=None))
     npz = request.app.state.store.get_artifact(sub_id)
     page = grading.report_html(report, audience=aud, source=row["source"], npz=npz)
+    page = review.with_whose(page, review.whose(request.app.state.store, row, staff=who.is_staff))
     return HTMLResponse(page)
 
 

@@ -256,7 +256,7 @@ async def regrade_page(request: Request, sub_id: str):
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def compare_page(request: Request, ids: list[str] = Query(default=[], max_length=100)):
+def compare_page(request: Request, ids: list[str] = Query(default=[], max_length=100), detailed: bool = False):
     who = _who(request)
     if who is None:
         return _signin(request)
@@ -268,6 +268,12 @@ def compare_page(request: Request, ids: list[str] = Query(default=[], max_length
     if not done:
         return _render(request, "message.html", 422, who=who, title="Nothing to compare",
                        message="Select graded submissions in the list, then press Compare.")
+    if not detailed:
+        from harness.service import review
+
+        return _render(request, "compare.html", who=who, rows=review.compare_rows(
+            request.app.state.store, [r for r in rows if r["status"] == "done" and r["report_json"]]),
+            query=urlencode([("ids", r["id"]) for r in rows] + [("detailed", "1")]))
     page = grading.compare_html(done)
     hashes = " ".join(f"'sha256-{h}'" for h in grading.compare_script_hashes())
     csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src {hashes}; "
