@@ -43,3 +43,17 @@ def test_every_near_copy_ranks_above_every_independent_pair(exercise):
           f"(max {max(independent, key=independent.get)})")
     assert worst_near > best_indep, (near, independent)
     assert worst_near >= similarity.THRESHOLD > best_indep     # the round page's default threshold separates them
+
+
+def test_a_folder_of_public_solutions_is_compared_with_every_submission(tmp_path):
+    right = (ROOT / "tests" / "variants" / "mha" / "numpy_einsum.py").read_text()
+    other = (ROOT / "tests" / "variants" / "mha" / "torch_fused_qkv.py").read_text()
+    (tmp_path / "mha").mkdir()
+    (tmp_path / "mha" / "blog_post.py").write_text(right)
+    (tmp_path / "mha" / "unrelated.py").write_text(other)
+    row = lambda i, src: {"id": f"s{i}", "candidate_id": f"c{i}", "candidate": f"C{i}", "exercise": "mha",  # noqa: E731
+                          "source": src, "sha256": __import__("hashlib").sha256(src.encode()).hexdigest()}
+    found = similarity.pairs([row(1, near_copy(right))], corpus=str(tmp_path))
+    assert [(p.a["id"], p.b["id"], p.identical) for p in found] == [("s1", "public:blog_post.py", False)]
+    assert found[0].score >= similarity.THRESHOLD
+    assert similarity.pairs([row(1, near_copy(right))], corpus="") == []     # no folder: nothing to compare with

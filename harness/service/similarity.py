@@ -79,12 +79,34 @@ def compare(src_a: str, src_b: str, boilerplate=()) -> tuple[float, list, list]:
     return float(max(sim_a, sim_b)), ranges(sl_a), ranges(sl_b)
 
 
-def pairs(rows: list[dict], *, threshold: float = THRESHOLD) -> list[Pair]:
-    """Every pair of submissions of one exercise from different candidates, scored; those at or above
+def public_solutions(folder: str | None, exercises: set[str]) -> list[dict]:
+    """Known public solutions to compare against (GRADER_SIMILARITY_CORPUS: a folder with one sub-folder of .py
+    files per exercise), as rows like submissions' (never compared with one another)."""
+    import hashlib as _h
+    from pathlib import Path
+
+    out = []
+    if not folder:
+        return out
+    for ex in sorted(exercises):
+        for p in sorted((Path(folder) / ex).glob("*.py"))[:500]:
+            src = p.read_text(encoding="utf-8", errors="replace")
+            out.append({"id": f"public:{p.name}", "candidate_id": "public", "candidate": f"public: {p.name}",
+                        "exercise": ex, "source": src, "sha256": _h.sha256(src.encode()).hexdigest(),
+                        "public": True})
+    return out
+
+
+def pairs(rows: list[dict], *, threshold: float = THRESHOLD, corpus: str | None = None) -> list[Pair]:
+    """Every pair of submissions of one exercise from different candidates (and each submission with every known
+    public solution of its exercise, GRADER_SIMILARITY_CORPUS), scored; those at or above
     ``threshold`` (and every identical pair), best first. The best pair per two candidates is kept."""
+    import os
+
+    corpus = os.environ.get("GRADER_SIMILARITY_CORPUS") if corpus is None else corpus
     best: dict[tuple, Pair] = {}
     by_ex: dict[str, list[dict]] = {}
-    for r in rows:
+    for r in list(rows) + public_solutions(corpus, {r["exercise"] for r in rows}):
         by_ex.setdefault(r["exercise"], []).append(r)
     for exercise, subs in by_ex.items():
         bp = boilerplate_for(exercise)
@@ -92,6 +114,9 @@ def pairs(rows: list[dict], *, threshold: float = THRESHOLD) -> list[Pair]:
             who_a, who_b = a.get("candidate_id") or a["id"], b.get("candidate_id") or b["id"]
             if who_a == who_b:
                 continue
+            if a.get("public"):
+                a, b = b, a                     # the candidate's side first
+            who_a, who_b = a.get("candidate_id") or a["id"], b["id"] if b.get("public") else who_b
             if a["sha256"] == b["sha256"]:
                 p = Pair(a, b, 1.0, True, [(0, len(a["source"]))], [(0, len(b["source"]))])
             else:
