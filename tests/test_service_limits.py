@@ -28,7 +28,8 @@ def srv(tmp_path_factory):
     tokens = make_tokens(data, ("admin", "boss"), ("interviewer", "ivy"), ("candidate", "fay"),
                          ("candidate", "gus"))
     server = Server(data, workers=1, env={"GRADER_RATE_PER_MINUTE": "3", "GRADER_MAX_IN_FLIGHT": "2",
-                                          "GRADER_QUEUE_MAX": "3", "GRADER_WEBHOOK_BACKOFF_S": "0.2"}).start()
+                                          "GRADER_QUEUE_MAX": "3", "GRADER_WEBHOOK_BACKOFF_S": "0.2",
+                                          "GRADER_WEBHOOK_ALLOW": "127.0.0.1/32"}).start()
     server.tokens = tokens
     yield server
     server.stop()
@@ -101,12 +102,9 @@ def test_webhook_is_signed_retried_and_only_for_staff(srv):
         while len(_Hooks.hits) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(_Hooks.hits) == 2, "the webhook was not retried after a 500"
-        from harness.service.server import open_store
-        from harness.service.settings import Settings
+        from harness.service.keys import server_key
 
-        store = open_store(Settings.resolve(srv.data_dir))
-        secret = store.server_secret("webhook")
-        store.dispose()
+        secret = server_key(srv.data_dir, "webhook")
         for headers, body in _Hooks.hits:
             ts = headers["X-Grader-Timestamp"]
             want = "sha256=" + hmac.new(secret.encode(), ts.encode() + b"." + body, hashlib.sha256).hexdigest()
@@ -149,3 +147,12 @@ def test_grade_submit_prints_what_grade_run_prints_with_the_same_exit_codes(srv,
     assert down.returncode == 3 and "cannot reach" in down.stderr
     missing = _grade("submit", tmp_path / "nope.py", "--exercise", "mha", "--server", srv.url, env=env)
     assert missing.returncode == 2
+
+
+@pytest.mark.parametrize("url", ["http://169.254.169.254/latest/meta-data/", "http://127.0.0.2:6379/",
+                                 "http://[::1]:5432/", "http://10.0.0.5/", "http://[::ffff:10.0.0.5]/",
+                                 "http://0.0.0.0:8080/", "http://[fd00:ec2::254]/"])
+def test_a_callback_to_an_internal_address_is_refused_at_intake(srv, url):
+    """Issue 28 #1: literal internal addresses are a 422 at once (names are checked at every delivery)."""
+    r = submit(srv.client(srv.tokens["ivy"]), "mha", REF, callback_url=url, candidate="ssrf")
+    assert r.status_code == 422 and error_of(r)["code"] == "invalid_callback_url", r.text

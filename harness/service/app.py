@@ -92,7 +92,9 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
                   responses={401: {"model": None}})
     app.state.settings, app.state.store, app.state.pool = settings, store, pool
     app.state.metrics = metrics or Metrics()
-    app.state.secret = store.server_secret("session")
+    from harness.service.keys import server_key
+
+    app.state.secret = server_key(settings.data_dir, "session")
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):

@@ -6,9 +6,7 @@ import asyncio
 import hashlib
 import datetime as dt
 import json
-import math
 import re
-import threading
 import time
 from urllib.parse import urlsplit
 
@@ -17,16 +15,15 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from harness.service import grading, views
+from harness.service import callbacks, grading, views
 from harness.service.auth import Principal, principal, staff
 from harness.service.errors import ApiError
 from harness.service.models import SubmissionJSON, SubmissionList, SubmissionOut
-from harness.service.store.repository import Conflict, now
+from harness.service.store.repository import Conflict, LimitReached
 from harness.service.api.common import (error_responses, exercise_or_422, parse_cursor, parse_since, report_for, track_or_422,
                      visible_row)
 
 router = APIRouter(prefix="/v1/submissions", tags=["submissions"])
-_intake_lock = threading.Lock()
 _FILENAME_BAD = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_WAIT = 60.0
 
@@ -111,7 +108,7 @@ async def _read_fields(request: Request) -> tuple[dict, bytes, str]:
                                                   "(with 'file')")
 
 
-def _check_callback(url: str | None, who: Principal) -> str | None:
+def _check_callback(url: str | None, who: Principal, allow: tuple) -> str | None:
     if url is None:
         return None
     if not who.is_staff:
@@ -119,6 +116,9 @@ def _check_callback(url: str | None, who: Principal) -> str | None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc or not parts.hostname:
         raise ApiError(422, "invalid_callback_url", "callback_url: must be an absolute http(s) URL")
+    why = callbacks.literal_refusal(url, allow)   # a host name is resolved and checked at every delivery
+    if why:
+        raise ApiError(422, "invalid_callback_url", f"callback_url: {why}")
     return url
 
 
@@ -137,27 +137,6 @@ def _queue_for(value: str | None, who: Principal) -> str:
     return value
 
 
-def _limits(request: Request, candidate: str | None) -> None:
-    s, store, metrics = request.app.state.settings, request.app.state.store, request.app.state.metrics
-    if store.queue_depth() >= s.queue_max:
-        metrics.inc("grader_rejections_total", reason="queue_full")
-        raise ApiError(503, "queue_full", "the grading queue is full; try again shortly",
-                       headers={"Retry-After": "10"})
-    if candidate is None:
-        return
-    if s.max_in_flight and store.in_flight(candidate) >= s.max_in_flight:
-        metrics.inc("grader_rejections_total", reason="in_flight")
-        raise ApiError(429, "too_many_in_flight", f"candidate {candidate!r} already has {s.max_in_flight} "
-                                                  "submissions queued or running", headers={"Retry-After": "5"})
-    if s.rate_per_minute:
-        n, oldest = store.received_since(candidate, now() - dt.timedelta(seconds=60))
-        if n >= s.rate_per_minute:
-            wait = 60 - (now() - oldest).total_seconds() if oldest else 60
-            metrics.inc("grader_rejections_total", reason="rate_limit")
-            raise ApiError(429, "rate_limited", f"candidate {candidate!r} made {n} submissions in the last "
-                                                "minute", headers={"Retry-After": str(max(1, math.ceil(wait)))})
-
-
 def _intake(request: Request, who: Principal, fields: dict, data: bytes, filename: str, key: str | None):
     store = request.app.state.store
     exercise = exercise_or_422(fields["exercise"])
@@ -168,7 +147,7 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
         status = exc.context.get("status", 422)
         request.app.state.metrics.inc("grader_rejections_total", reason="too_large" if status == 413 else "invalid")
         raise ApiError(status, "too_large" if status == 413 else "invalid_source", exc.message) from None
-    callback = _check_callback(fields.get("callback_url"), who)
+    callback = _check_callback(fields.get("callback_url"), who, request.app.state.settings.webhook_allow)
     queue = _queue_for(fields.get("queue"), who)
     if who.role == "candidate":
         if fields.get("candidate") not in (None, who.candidate):
@@ -182,19 +161,23 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
     kw = dict(exercise=exercise, track_requested=track, track=resolved, candidate=candidate, filename=filename,
               seed=seed, callback_url=callback, source=source, token_id=who.token_id, idempotency_key=key,
               queue=queue)
-    with _intake_lock:  # the limit checks and the insert, one at a time in this process
+    try:
         if key:
-            try:
-                found = store.find_by_key(who.token_id, key)
-                if found is not None:
-                    return store.check_same(found, hashlib.sha256(data).hexdigest(), exercise), False
-            except Conflict as exc:
-                raise ApiError(409, "idempotency_conflict", str(exc)) from None
-        _limits(request, candidate)
-        try:
-            return store.create_submission(**kw)
-        except Conflict as exc:
-            raise ApiError(409, "idempotency_conflict", str(exc)) from None
+            found = store.find_by_key(who.token_id, key)
+            if found is not None:
+                return store.check_same(found, hashlib.sha256(data).hexdigest(), exercise), False
+        s = request.app.state.settings
+        # counted in the store, in the insert's transaction: the limits hold across API processes
+        return store.create_submission(**kw, limits={"queue_max": s.queue_max, "max_in_flight": s.max_in_flight,
+                                                     "rate_per_minute": s.rate_per_minute})
+    except Conflict as exc:
+        raise ApiError(409, "idempotency_conflict", str(exc)) from None
+    except LimitReached as exc:
+        request.app.state.metrics.inc("grader_rejections_total", reason=exc.reason)
+        raise ApiError(503 if exc.reason == "queue_full" else 429,
+                       {"queue_full": "queue_full", "in_flight": "too_many_in_flight",
+                        "rate_limit": "rate_limited"}[exc.reason],
+                       exc.message, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
 @router.post("", status_code=202, response_model=SubmissionOut,
