@@ -7,6 +7,7 @@ import hashlib
 import datetime as dt
 import json
 import re
+import secrets
 import time
 from urllib.parse import urlsplit
 
@@ -50,8 +51,8 @@ def _json_schema() -> dict:
     return schema
 
 
-def _out(row: dict, report: dict | None = None) -> dict:
-    v = views.submission_view(row)
+def _out(row: dict, who: Principal, report: dict | None = None) -> dict:
+    v = views.submission_view(row, who.audience)
     v["report"] = report
     return v
 
@@ -122,6 +123,16 @@ def _check_callback(url: str | None, who: Principal, allow: tuple) -> str | None
     return url
 
 
+def _seed_for(value: int | None, who: Principal) -> int:
+    """A fresh random seed for every submission (so no two gradings of one file draw the same inputs, and
+    resubmitting cannot be used to pick inputs that miss a bug); only staff may name one (a replay)."""
+    if value is None:
+        return secrets.randbelow(2**32)
+    if not who.is_staff:
+        raise ApiError(403, "forbidden", "seed: only interviewer or admin tokens may choose the seed")
+    return value
+
+
 QUEUE_NAMES = ("interactive", "bulk", "ci")
 
 
@@ -157,7 +168,7 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
         candidate = fields.get("candidate")
     resolved = grading.detect_track(source, exercise) if track == "auto" else track
     filename = (_FILENAME_BAD.sub("_", filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]) or "submission.py")[:200]
-    seed = fields.get("seed") if fields.get("seed") is not None else 0   # the CLI's default
+    seed = _seed_for(fields.get("seed"), who)
     kw = dict(exercise=exercise, track_requested=track, track=resolved, candidate=candidate, filename=filename,
               seed=seed, callback_url=callback, source=source, token_id=who.token_id, idempotency_key=key,
               queue=queue)
@@ -203,7 +214,7 @@ async def create_submission(request: Request, wait: float = Query(0, ge=0, le=MA
     if row["status"] == "done" and wait:
         report = report_for(row, who.audience)
     code = 200 if row["status"] in ("done", "infrastructure_error") or not created else 202
-    return JSONResponse(_out(row, report), status_code=code,
+    return JSONResponse(_out(row, who, report), status_code=code,
                         headers={"Location": f"/v1/submissions/{row['id']}"})
 
 
@@ -236,12 +247,12 @@ def list_submissions(request: Request, exercise: str | None = Query(None, max_le
                                                     cursor=parse_cursor(cursor))
     more = len(rows) > limit
     rows = rows[:limit]
-    return {"items": [_out(r) for r in rows], "next_cursor": str(rows[-1]["seq"]) if more else None}
+    return {"items": [_out(r, who) for r in rows], "next_cursor": str(rows[-1]["seq"]) if more else None}
 
 
 @router.get("/{sub_id}", response_model=SubmissionOut, responses=error_responses(401, 404))
 def get_submission(sub_id: str, request: Request, who: Principal = Depends(principal)):
-    return _out(visible_row(request, who, sub_id))
+    return _out(visible_row(request, who, sub_id), who)
 
 
 @router.get("/{sub_id}/report", responses={200: {"description": "the report (schema "
@@ -268,20 +279,28 @@ def get_report_html(sub_id: str, request: Request,
     row = visible_row(request, who, sub_id)
     aud = "candidate" if not who.is_staff else (audience or "interviewer")
     report = report_for(row, "interviewer")
-    npz = request.app.state.store.get_artifact(sub_id)
-    page = grading.report_html(report, audience=aud, source=row["source"], npz=npz)
+
+    def render() -> str:
+        npz = request.app.state.store.get_artifact(sub_id)
+        return grading.report_html(report, audience=aud, source=row["source"], npz=npz)
+    page, rendered = request.app.state.pages.get_or_render((sub_id, aud, row["lease"]), render)
+    if rendered:
+        request.app.state.metrics.inc("grader_report_renders_total")
     return HTMLResponse(page)
 
 
 @router.post("/{sub_id}/regrade", status_code=202, response_model=SubmissionOut,
              responses=error_responses(401, 403, 404, 409))
-def regrade(sub_id: str, request: Request, who: Principal = Depends(staff)):
-    """Grade the stored file again (interviewer or admin); the new report replaces the old one."""
+def regrade(sub_id: str, request: Request, who: Principal = Depends(staff),
+            seed: int | None = Query(None, ge=0, le=2**32 - 1,
+                                     description="draw the inputs with this seed (default: the stored one)")):
+    """Grade the stored file again (interviewer or admin); the new report replaces the old one. Without `seed`
+    the inputs are those of the first grading."""
     row = visible_row(request, who, sub_id)
     if row["status"] == "running":
         raise ApiError(409, "running", "this submission is being graded right now", headers={"Retry-After": "5"})
-    row = request.app.state.store.regrade(sub_id, queue="bulk")
+    row = request.app.state.store.regrade(sub_id, queue="bulk", seed=seed)
     if row["status"] != "queued":
         raise ApiError(409, "running", "this submission is being graded right now", headers={"Retry-After": "5"})
     request.app.state.pool.enqueue(sub_id, "bulk")
-    return JSONResponse(_out(row), status_code=202)
+    return JSONResponse(_out(row, who), status_code=202)

@@ -132,7 +132,7 @@ def _exercises(request: Request, who: Principal, *, error: str | None = None, st
     exercises = [grading.exercise_summary(n) for n in grading.exercise_names()]
     mine = request.app.state.store.list_submissions(candidate=who.candidate, limit=20) if not who.is_staff else []
     return _render(request, "exercises.html", status, who=who, exercises=exercises, error=error,
-                   mine=[views.submission_view(r) for r in mine])
+                   mine=[views.submission_view(r, who.audience) for r in mine])
 
 
 @router.post("/submit", response_class=HTMLResponse)
@@ -173,7 +173,7 @@ def submission_page(request: Request, sub_id: str):
 
     if row is None or not can_see(who, row):
         return _render(request, "message.html", 404, who=who, title="Not found", message="No such submission.")
-    sub = views.submission_view(row)
+    sub = views.submission_view(row, who.audience)
     summary, cats = [], []
     if row["status"] == "done" and row["report_json"]:
         report = grading.for_audience(json.loads(row["report_json"]), who.audience)
@@ -198,7 +198,7 @@ def list_page(request: Request, exercise: str = Query("", max_length=64), candid
     more = len(rows) > 50
     rows = rows[:50]
     query = {k: v for k, v in (("exercise", exercise), ("candidate", candidate), ("verdict", verdict)) if v}
-    return _render(request, "list.html", who=who, subs=[views.submission_view(r) for r in rows],
+    return _render(request, "list.html", who=who, subs=[views.submission_view(r, who.audience) for r in rows],
                    filters=query, exercises=grading.exercise_names(),
                    export_query=urlencode(query), next_cursor=str(rows[-1]["seq"]) if more else None,
                    next_query=urlencode({**query, "cursor": str(rows[-1]["seq"])}) if more else "")

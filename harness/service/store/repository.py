@@ -473,7 +473,7 @@ class Store:
                 WorkerRow.last_heartbeat >= now() - dt.timedelta(seconds=forget_after_s))
                 .order_by(WorkerRow.last_heartbeat.desc()))]
 
-    def regrade(self, sub_id: str, queue: str = "bulk") -> dict | None:
+    def regrade(self, sub_id: str, queue: str = "bulk", *, seed: int | None = None) -> dict | None:
         """Back to queued, whatever its state but running (a running one is already being graded). The retry
         count starts again; the fence (``lease``) does not, so a grader of an earlier life can write nothing."""
         with self.session() as s:
@@ -481,7 +481,7 @@ class Store:
                             .values(status="queued", attempts=0, not_before=None, verdict=None, score=None,
                                     max_score=None, report_json=None, error_message=None, started_at=None,
                                     finished_at=None, reports_written=0, queue=queue, enqueued_at=None,
-                                    message_id=None))
+                                    message_id=None, **({} if seed is None else {"seed": seed})))
             row = s.scalar(select(Submission).where(Submission.id == sub_id))
             return None if row is None else _row(row)
 
