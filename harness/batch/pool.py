@@ -146,6 +146,11 @@ def run_batch(paths, opts: BatchOptions, *, on_event=None) -> BatchResult:
             else:
                 todo.append(it)
         emit("plan", {"total": len(items), "todo": len(todo), "resumed": len(items) - len(todo)})
+        for it in [it for it in todo if it.refused]:   # a symbolic link: its report says why, nothing is read
+            todo.remove(it)
+            emit("start", it)
+            finish_item(it, opts, {"kind": "usage", "message": it.refused}, 0.0)
+            emit("done", it)
         notices: list[str] = []
         interrupted = _grade_all(todo, opts, out, emit, notices)
         return BatchResult(items=items, elapsed_s=time.monotonic() - t0, notices=notices, interrupted=interrupted)
