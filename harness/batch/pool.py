@@ -19,6 +19,7 @@ from pathlib import Path
 from harness.batch.files import existing_report, finish_item, outcome_of
 from harness.batch.plan import BatchOptions, Item, plan
 from harness.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, InfrastructureError, UsageError
+from harness.core.leftovers import sweep_scratch
 
 RECYCLE_AFTER = 40               # submissions per grading process before it is replaced
 
@@ -136,6 +137,7 @@ def run_batch(paths, opts: BatchOptions, *, on_event=None) -> BatchResult:
     lock = _lock_out_dir(out)
     try:
         _clean_temp_files(out)
+        sweep_scratch()   # what graders killed outright left behind (harness/core/leftovers.py)
         items = plan(paths, opts)
         todo = []
         for it in items:

@@ -177,7 +177,7 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
             store.renew(submission_id, fence, lease)
         except Exception as exc:  # the store is briefly away: the lease has room for a few missed beats
             log.warning("submission %s: could not renew the lease (%s)", submission_id, type(exc).__name__)
-    work = Path(tempfile.mkdtemp(prefix=f"sub-{submission_id}-", dir=settings.data_dir / "work"))
+    work = Path(tempfile.mkdtemp(prefix=f"sub-{os.getpid()}-{submission_id}-", dir=settings.data_dir / "work"))
     t0 = time.monotonic()
     try:
         path = work / "submission.py"
