@@ -30,9 +30,12 @@ class PageCache:
             with self._lock:
                 if key in self._pages:
                     return self._pages[key], False
-            page = render()
+            try:
+                page = render()
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
             with self._lock:
-                self._building.pop(key, None)
                 self._pages[key] = page
                 self._size += len(page)
                 while self._size > self.max_bytes and len(self._pages) > 1:
