@@ -347,3 +347,23 @@ def test_symlinks_are_refused_not_followed(tmp_path):
         if f.is_file():
             assert "secret-material-4242" not in f.read_text(errors="replace"), f
     assert "secret-material-4242" not in r.stdout + r.stderr
+
+
+def test_a_python_track_batch_with_warm_workers_and_gradescope(tmp_path):
+    """attention_cost through the batch: a zygote for the python track, one report per file, Gradescope output."""
+    from graders.mutants.build import write_mutant
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ref.py").write_text((ROOT / "reference" / "attention_cost_python.py").read_text())
+    write_mutant(subs, "attention_cost", "python", {"cost_wo_forgotten"})
+    out = tmp_path / "out"
+    r = batch(tmp_path, "subs", "--exercise", "attention_cost", "--out", out, "--sandbox", "local", "--gradescope")
+    assert r.returncode == 1, r.stderr
+    found = {slug: rs[0] for slug, rs in reports(out).items()}
+    assert len(found) == 2 and {d["track"] for d in found.values()} == {"python"}
+    by_verdict = {d["verdict"]: d for d in found.values()}
+    assert by_verdict["passed"]["score"] == by_verdict["passed"]["max_score"] > 0
+    assert [d["bug"] for d in by_verdict["failed"]["diagnosis"]] == ["cost_wo_forgotten"]
+    assert all(d["environment"].get("warm") for d in found.values())
+    assert len(list((out / "gradescope").glob("*/results.json"))) == 2
