@@ -46,7 +46,7 @@ class WebhookSender:
         ts = str(int(time.time()))
         headers = {"Content-Type": "application/json", "User-Agent": "attention-grader-webhook/1",
                    "X-Grader-Timestamp": ts, "X-Grader-Signature": sign(self.secret, ts, body),
-                   "X-Grader-Delivery": str(hook["id"])}
+                   "X-Grader-Delivery": str(hook["id"]), "X-Grader-Attempt": str(hook["attempts"])}
         try:
             status = callbacks.post(hook["url"], body, headers, timeout=self.timeout_s,
                                     allow=self.settings.webhook_allow)
