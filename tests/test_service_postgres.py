@@ -117,3 +117,12 @@ def test_servers_starting_together_migrate_one_at_a_time(pg, tmp_path):
     with eng.connect() as c:
         assert c.execute(text("SELECT version_num FROM alembic_version")).scalar() == _head()
     eng.dispose()
+
+
+def _head() -> str:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(ROOT / "harness" / "service" / "store" / "migrations"))
+    return ScriptDirectory.from_config(cfg).get_current_head()

@@ -131,7 +131,11 @@ class Store:
 
     # -- tokens ------------------------------------------------------------------------------------------
     def create_token(self, *, role: str, name: str, candidate: str | None = None,
-                     expires_at: dt.datetime | None = None) -> tuple[str, dict]:
+                     expires_at: dt.datetime | None = None, candidate_id: str | None = None) -> tuple[str, dict]:
+        """A candidate token belongs to ``candidate_id``, or to a new candidate record named ``candidate`` (or
+        ``name``): names may repeat and never grant anything."""
+        from harness.service.store import candidates
+
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
         if role == "candidate":
@@ -140,6 +144,12 @@ class Store:
         tok = Token(name=name, role=role, candidate=candidate if role == "candidate" else None,
                     token_hash=hash_token(secret), prefix=secret[:10], created_at=now(), expires_at=expires_at)
         with self.session() as s:
+            if role == "candidate":
+                if candidate_id is None:
+                    candidate_id = candidates.add(s, display_name=candidate).id
+                elif s.get(candidates.Candidate, candidate_id) is None:
+                    raise ValueError(f"no candidate {candidate_id!r}")
+                tok.candidate_id = candidate_id
             s.add(tok)
             s.flush()
             return secret, _row(tok)
@@ -171,8 +181,8 @@ class Store:
     # -- submissions: intake -----------------------------------------------------------------------------
     def create_submission(self, *, exercise: str, track_requested: str, track: str, candidate: str | None,
                           filename: str, seed: int, callback_url: str | None, source: str, token_id: int | None,
-                          idempotency_key: str | None, queue: str = "interactive",
-                          limits: dict | None = None) -> tuple[dict, bool]:
+                          idempotency_key: str | None, queue: str = "interactive", candidate_id: str | None = None,
+                          round_id: str | None = None, limits: dict | None = None) -> tuple[dict, bool]:
         """(row, created). With an Idempotency-Key already used by this token: the earlier row, not a new one
         (Conflict when the key names a different submission). ``limits`` ({queue_max, max_in_flight,
         rate_per_minute}, 0 for none) are checked in the insert's own transaction, one intake at a time on the
@@ -188,11 +198,11 @@ class Store:
                          candidate=candidate, filename=filename, seed=seed, callback_url=callback_url,
                          source=source, sha256=sha, size=len(data), token_id=token_id,
                          idempotency_key=idempotency_key, status="queued", attempts=0, received_at=now(),
-                         reports_written=0, queue=queue)
+                         reports_written=0, queue=queue, candidate_id=candidate_id, round_id=round_id)
         try:
             with self.session() as s:
                 if limits:
-                    self._check_limits(s, candidate, limits)
+                    self._check_limits(s, candidate, candidate_id, limits)
                 s.add(sub)
                 s.flush()
                 return _row(sub), True
@@ -202,24 +212,27 @@ class Store:
                 raise
             return self.check_same(found, sha, exercise), False
 
-    def _check_limits(self, s, candidate: str | None, limits: dict) -> None:
+    def _check_limits(self, s, candidate: str | None, candidate_id: str | None, limits: dict) -> None:
+        """The per-candidate counts go by candidate id when there is one (two candidates who share a name share
+        no limit), else by the name staff gave."""
         if not self.is_sqlite:   # SQLite's BEGIN IMMEDIATE already makes every intake wait for the last one
             s.execute(select(func.pg_advisory_xact_lock(7112)))
         t = now()
         queued = s.scalar(select(func.count()).select_from(Submission).where(Submission.status == "queued"))
         if limits.get("queue_max") and queued >= limits["queue_max"]:
             raise LimitReached("queue_full", "the grading queue is full; try again shortly", 10)
-        if candidate is None:
+        if candidate is None and candidate_id is None:
             return
+        mine = Submission.candidate_id == candidate_id if candidate_id else Submission.candidate == candidate
         cap = limits.get("max_in_flight")
         if cap and s.scalar(select(func.count()).select_from(Submission).where(
-                Submission.candidate == candidate, Submission.status.in_(IN_FLIGHT))) >= cap:
+                mine, Submission.status.in_(IN_FLIGHT))) >= cap:
             raise LimitReached("in_flight", f"candidate {candidate!r} already has {cap} submissions queued or "
                                             "running", 5)
         rate = limits.get("rate_per_minute")
         if rate:
             n, oldest = s.execute(select(func.count(), func.min(Submission.received_at)).where(
-                Submission.candidate == candidate, Submission.received_at >= t - dt.timedelta(seconds=60))).one()
+                mine, Submission.received_at >= t - dt.timedelta(seconds=60))).one()
             if n >= rate:
                 wait = 60 - (t - oldest).total_seconds() if oldest else 60
                 raise LimitReached("rate_limit", f"candidate {candidate!r} made {n} submissions in the last minute",
@@ -250,12 +263,20 @@ class Store:
             return None if row is None else row.npz
 
     def list_submissions(self, *, exercise=None, candidate=None, verdict=None, status=None, since=None,
-                         limit: int = 50, cursor: int | None = None, ids=None) -> list[dict]:
+                         limit: int = 50, cursor: int | None = None, ids=None, candidate_id=None,
+                         round_id=None) -> list[dict]:
+        """``candidate``: a case-insensitive substring of the display name; ``candidate_id``: exactly that one."""
+        from harness.service.store.candidates import name_matches
+
         q = select(Submission)
         if exercise:
             q = q.where(Submission.exercise == exercise)
-        if candidate is not None:
-            q = q.where(Submission.candidate == candidate)
+        if candidate:
+            q = q.where(name_matches(Submission.candidate, candidate))
+        if candidate_id is not None:
+            q = q.where(Submission.candidate_id == candidate_id)
+        if round_id is not None:
+            q = q.where(Submission.round_id == round_id)
         if verdict:
             q = q.where(Submission.verdict == verdict)
         if status:

@@ -1,14 +1,14 @@
 """a submission's lease fence that never goes back (a regrade resets ``attempts``, not ``lease``), and the
 signing keys out of the store (``server_secrets`` dropped: the keys live in the environment or a key file)
 
-Revision ID: 0003
-Revises: 0002
+Revision ID: 0004
+Revises: 0003
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
