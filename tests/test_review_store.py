@@ -45,7 +45,7 @@ def _graded(store, cand, round_id, source, *, score=10.0, verdict="passed", bugs
     claimed = store.claim(row["id"], "test", 60)
     report = {"verdict": verdict, "score": score, "max_score": 10.0, "tests": [],
               "diagnosis": [{"bug": b} for b in bugs]}
-    store.finish(row["id"], claimed["attempts"], report=report, npz=b"npz:" + source.encode(),
+    store.finish(row["id"], claimed["lease"], report=report, npz=b"npz:" + source.encode(),
                  webhook=("http://127.0.0.1:9/hook", json.dumps({"candidate": cand["display_name"]})))
     return store.get(row["id"])
 
@@ -83,7 +83,7 @@ def test_versions_rubric_override_and_notes_are_audited(store):
     assert review.keep_version(store, sub["id"], by="ivy (token:1)", reason="new suite") == 1
     store.regrade(sub["id"])
     claimed = store.claim(sub["id"], "t", 60)
-    store.finish(sub["id"], claimed["attempts"], report={"verdict": "passed", "score": 10.0, "max_score": 10.0,
+    store.finish(sub["id"], claimed["lease"], report={"verdict": "passed", "score": 10.0, "max_score": 10.0,
                                                          "tests": []}, npz=None, webhook=None)
     (v1,) = review.versions(store, sub["id"])
     assert (v1["version"], v1["verdict"], v1["score"], v1["reason"]) == (1, "failed", 6.0, "new suite")

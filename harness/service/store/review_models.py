@@ -1,4 +1,4 @@
-"""Tables of interviewer review (issue 25; migration 0004): report versions, rubric criteria and scores, notes,
+"""Tables of interviewer review (issue 25; migration 0005): report versions, rubric criteria and scores, notes,
 score overrides, the audit log and per-round review settings. Registered on models.Base."""
 
 from __future__ import annotations
