@@ -71,9 +71,12 @@ def boilerplate_for(exercise: str) -> tuple:
 
 def compare(src_a: str, src_b: str, boilerplate=()) -> tuple[float, list, list]:
     """(score in [0, 1], matching character ranges in a, in b)."""
+    return _compare(_fingerprint(src_a, boilerplate), _fingerprint(src_b, boilerplate))
+
+
+def _compare(fa, fb) -> tuple[float, list, list]:
     from copydetect import compare_files
 
-    fa, fb = _fingerprint(src_a, boilerplate), _fingerprint(src_b, boilerplate)
     _, (sim_a, sim_b), (sl_a, sl_b) = compare_files(fa, fb)
     ranges = lambda sl: [(int(s), int(e)) for s, e in zip(*sl)] if getattr(sl, "ndim", 1) == 2 else []  # noqa: E731
     return float(max(sim_a, sim_b)), ranges(sl_a), ranges(sl_b)
@@ -110,6 +113,7 @@ def pairs(rows: list[dict], *, threshold: float = THRESHOLD, corpus: str | None 
         by_ex.setdefault(r["exercise"], []).append(r)
     for exercise, subs in by_ex.items():
         bp = boilerplate_for(exercise)
+        fps = {r["id"]: _fingerprint(r["source"], bp) for r in subs}      # once per file, not per pair
         for a, b in itertools.combinations(subs, 2):
             who_a, who_b = a.get("candidate_id") or a["id"], b.get("candidate_id") or b["id"]
             if who_a == who_b:
@@ -120,7 +124,7 @@ def pairs(rows: list[dict], *, threshold: float = THRESHOLD, corpus: str | None 
             if a["sha256"] == b["sha256"]:
                 p = Pair(a, b, 1.0, True, [(0, len(a["source"]))], [(0, len(b["source"]))])
             else:
-                score, sa, sb = compare(a["source"], b["source"], bp)
+                score, sa, sb = _compare(fps[a["id"]], fps[b["id"]])
                 p = Pair(a, b, score, False, sa, sb)
             if not p.identical and p.score < threshold:
                 continue
