@@ -15,6 +15,9 @@ from . import flash_oracle
 MEMORY_FACTOR = 8   # the peak extra memory may be MEMORY_FACTOR · b·h·s·(d_k + block_size) elements of the dtype
 HOST_ALLOWANCE = 16 << 20  # what the host's figure counts beyond the call's own allocations (see host_bound)
 HELD_ALLOWANCE = 32 << 20  # what a worker may hold before the call beyond its start-up usage (import, kept heap)
+# REMEASURE: a host figure above the bound is measured once more and the lower one counts. Under gVisor the
+# sandbox's own memory (its kernel's buffers and heap) rose once in ~20 cold runs of a correct file to 84 MiB for one
+# call (9-24 MiB otherwise); a call that materialises an s × s matrix is above the bound every time.
 
 
 @dataclasses.dataclass
@@ -125,13 +128,19 @@ def check_memory(candidate, case: FlashCase, record) -> dict:
     """Peak extra memory of one call as the host measures it (the worker's cgroup counters, reset before the call:
     harness/sandbox/memory_meter.py) within :func:`host_bound`, far below one (s_q, s_k) score matrix of the input
     dtype; and what the worker held before the call beyond its start-up usage (memory taken ahead and reused)
-    within :data:`HELD_ALLOWANCE` more. The worker's own figure (tracemalloc / a dispatch mode) is a diagnostic
+    within :data:`HELD_ALLOWANCE` more; a figure above the bound is measured once more (REMEASURE). The worker's
+    own figure (tracemalloc / a dispatch mode) is a diagnostic
     only. Where the host cannot measure, the test is not assessable (skipped, no points), never passed on the
     worker's word. The output is also checked (a call that skips the work fails)."""
     import pytest
 
     result = run(candidate, case, memory=True)
     out = check_output(result, shape=case.out_shape, dtype=case.dtype)
+    first = (result.host_memory or {}).get("peak_bytes")
+    if first is not None and first > host_bound(case):  # measured again: the lower figure counts (see REMEASURE)
+        again = run(candidate, case, memory=True)
+        if (again.host_memory or {}).get("peak_bytes", first) < first:
+            result, out = again, check_output(again, shape=case.out_shape, dtype=case.dtype)
     b, h, s_q, _ = case.q.shape
     matrix = b * h * s_q * case.k.shape[2] * case.q.dtype.itemsize
     figures = {"bound_bytes": host_bound(case), "tile_bound_bytes": memory_bound(case), "score_matrix_bytes": matrix,
@@ -151,6 +160,8 @@ def check_memory(candidate, case: FlashCase, record) -> dict:
     peak, held = host["peak_bytes"], host.get("held_bytes")
     figures.update(peak_bytes=peak, method=host.get("method", ""), peak_over_bound=round(peak / figures["bound_bytes"], 3),
                    peak_over_score_matrix=round(peak / matrix, 4))
+    if first is not None and first > figures["bound_bytes"]:
+        figures["first_peak_bytes"] = first
     if held is not None:
         figures["held_bytes"] = held
     record.note(**figures)

@@ -55,6 +55,7 @@ class WorkerHandle(ABC):
 
     proc: subprocess.Popen
     exchange = None  # harness.sandbox.exchange.Exchange: argument memory the host reads back (None: not offered)
+    idle_memory = None  # a warm worker's cgroup usage while idle, read by its pool before the submission was sent
 
     def close_exchange(self) -> None:
         if self.exchange is not None:

@@ -251,7 +251,8 @@ class _CgroupMeter:
     def memory_meter_reason(self) -> str:
         if self.cgroup is None:
             sup = cgroup.support()
-            return f"the local worker has no cgroup of its own ({sup.reason or 'cgroups unavailable'})"
+            why = sup.reason if sup.version is None else "it was started without one"
+            return f"the local worker has no cgroup of its own ({why})"
         if not self.cgroup.sup.memory:
             return f"the local worker's cgroup has no memory controller ({self.cgroup.sup.reason})"
         return "the local worker's cgroup memory counters cannot be read"

@@ -261,8 +261,7 @@ class WorkerSession:
                 head, _ = self._read_frame(self.start_time + self.limits.startup_timeout_s, phase="boot")
                 if head.get("kind") == wire.BOOT:
                     self.boot_time = time.monotonic()
-                    meter = self.handle.memory_meter()
-                    self.boot_memory = meter.current() if meter is not None else None
+                    self.boot_memory = self._start_memory()
                     exchange = getattr(self.handle, "exchange", None)
                     if exchange is not None:  # nothing of the candidate's has run: the handshake is the worker's
                         exchange.verify()
@@ -340,6 +339,16 @@ class WorkerSession:
             arrs = dict(arrs, **{wire.INPUT + name: value for name, value in self.read_back.items()})
             head[READ_BACK] = sorted(self.read_back)  # these INPUT arrays are the host's, not the worker's word
         return head, arrs
+
+    def _start_memory(self) -> int | None:
+        """The worker's cgroup usage before anything of the candidate's ran: a warm worker's as its pool read it
+        while idle, before the file was sent; a cold one's as the boot frame arrives (the candidate's import starts
+        right after the frame is sent, so memory it takes within the host's reaction time counts as the baseline)."""
+        idle = getattr(self.handle, "idle_memory", None)
+        if idle is not None:
+            return idle
+        meter = self.handle.memory_meter()
+        return meter.current() if meter is not None else None
 
     def _host_memory(self, measured: dict | None) -> dict:
         """The call's memory as the host measured it (harness/sandbox/memory_meter.py), with ``held_bytes`` (what
