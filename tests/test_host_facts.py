@@ -123,8 +123,8 @@ def test_a_hidden_score_matrix_fails_on_the_hosts_figure(backend, name, boxes):
     assert "measured by the host" in caught.value.message and "cgroup" in figures["method"]
     if name == "flash_numpy_preallocated":  # taken at import, reused in the call: what the worker held shows it
         assert "already held" in caught.value.message and figures["held_bytes"] > flash.HELD_ALLOWANCE
-    else:
-        assert figures["peak_bytes"] >= 0.9 * figures["score_matrix_bytes"]
+    else:  # the call's own rise, or (gVisor keeping a first call's pages when measured again) with what it held
+        assert figures["peak_bytes"] + figures.get("held_bytes", 0) >= 0.9 * figures["score_matrix_bytes"]
     assert figures.get("worker_peak_bytes", 0) < figures["tile_bound_bytes"]  # the worker's own figure misses it
 
 

@@ -13,11 +13,13 @@ from harness.core.checks import CheckFailure, assert_close, check_output, tolera
 from . import flash_oracle
 
 MEMORY_FACTOR = 8   # the peak extra memory may be MEMORY_FACTOR · b·h·s·(d_k + block_size) elements of the dtype
-HOST_ALLOWANCE = 16 << 20  # what the host's figure counts beyond the call's own allocations (see host_bound)
+HOST_ALLOWANCE = 32 << 20  # what the host's figure counts beyond the call's own allocations (see host_bound)
 HELD_ALLOWANCE = 32 << 20  # what a worker may hold before the call beyond its start-up usage (import, kept heap)
-# REMEASURE: a host figure above the bound is measured once more and the lower one counts. Under gVisor the
-# sandbox's own memory (its kernel's buffers and heap) rose once in ~20 cold runs of a correct file to 84 MiB for one
-# call (9-24 MiB otherwise); a call that materialises an s × s matrix is above the bound every time.
+# REMEASURE: a host figure above the bound is measured once more, and the call whose total above start-up (its peak
+# plus what the worker held before it) is lower counts. Under gVisor the sandbox's own memory rose once in ~20 cold
+# runs of a correct file to 84 MiB for one call (9-24 MiB otherwise). Not the lower peak alone: gVisor keeps memory
+# the guest freed, so a second call that materialises s × s again can rise by less than the bound (34 MiB seen)
+# while holding the first call's pages; the total counts them either way.
 
 
 @dataclasses.dataclass
@@ -120,6 +122,13 @@ def host_bound(case: FlashCase) -> int:
     return memory_bound(case) + HOST_ALLOWANCE
 
 
+def _above_start(result) -> int:
+    """What the worker held at the call's peak beyond its start-up usage: the call's peak plus what it held
+    before the call. An s × s matrix live at the peak is in it however the sandbox recycles freed memory."""
+    host = result.host_memory or {}
+    return host.get("peak_bytes", 0) + host.get("held_bytes", 0)
+
+
 def _mib(n: int) -> str:
     return f"{n / 2 ** 20:.1f} MiB"
 
@@ -129,17 +138,18 @@ def check_memory(candidate, case: FlashCase, record) -> dict:
     harness/sandbox/memory_meter.py) within :func:`host_bound`, far below one (s_q, s_k) score matrix of the input
     dtype; and what the worker held before the call beyond its start-up usage (memory taken ahead and reused)
     within :data:`HELD_ALLOWANCE` more; a figure above the bound is measured once more (REMEASURE). The worker's
-    own figure (tracemalloc / a dispatch mode) is a diagnostic
-    only. Where the host cannot measure, the test is not assessable (skipped, no points), never passed on the
-    worker's word. The output is also checked (a call that skips the work fails)."""
+    own figure (tracemalloc / a dispatch mode) is a diagnostic that can only fail a call (above
+    :func:`memory_bound`: the submission admits to more), never pass one. Where the host cannot measure, the test
+    is not assessable (skipped, no points), never passed on the worker's word. The output is also checked (a call
+    that skips the work fails)."""
     import pytest
 
     result = run(candidate, case, memory=True)
     out = check_output(result, shape=case.out_shape, dtype=case.dtype)
     first = (result.host_memory or {}).get("peak_bytes")
-    if first is not None and first > host_bound(case):  # measured again: the lower figure counts (see REMEASURE)
+    if first is not None and first > host_bound(case):  # measured again: the lower total counts (see REMEASURE)
         again = run(candidate, case, memory=True)
-        if (again.host_memory or {}).get("peak_bytes", first) < first:
+        if "peak_bytes" in (again.host_memory or {}) and _above_start(again) < _above_start(result):
             result, out = again, check_output(again, shape=case.out_shape, dtype=case.dtype)
     b, h, s_q, _ = case.q.shape
     matrix = b * h * s_q * case.k.shape[2] * case.q.dtype.itemsize
@@ -179,6 +189,13 @@ def check_memory(candidate, case: FlashCase, record) -> dict:
         raise CheckFailure(f"{text}, but before the call the worker already held {_mib(held)} more than when it "
                            f"started (at most {_mib(HELD_ALLOWANCE)} for your import and what earlier calls keep): "
                            f"memory of size s × s taken ahead of the call", figures)
+    if worker.get("intact") and worker.get("peak_bytes", 0) > figures["tile_bound_bytes"]:
+        # the worker's own figure can only fail a call (a submission admitting to more), never pass one
+        record.signature("memory", **figures)
+        raise CheckFailure(f"{text}: the worker's own measurement ({worker.get('method', '')}) saw "
+                           f"{_mib(worker['peak_bytes'])}, above {_mib(figures['tile_bound_bytes'])} = "
+                           f"{MEMORY_FACTOR}·b·h·s·(d_k + block_size)·itemsize: something of size s × s was "
+                           f"materialised (scores, weights or a mask)", figures)
     if not ok:
         raise CheckFailure(f"{text}, but the output does not match standard attention", figures)
     figures["message"] = text
