@@ -13,11 +13,11 @@ from harness.core.checks import CheckFailure, assert_close, check_output, tolera
 from . import flash_oracle
 
 MEMORY_FACTOR = 8   # the peak extra memory may be MEMORY_FACTOR · b·h·s·(d_k + block_size) elements of the dtype
-HOST_ALLOWANCE = 32 << 20  # what the host's figure counts beyond the call's own allocations (see host_bound)
+HOST_ALLOWANCE = 48 << 20  # what the host's figure counts beyond the call's own allocations (see host_bound)
 HELD_ALLOWANCE = 32 << 20  # what a worker may hold before the call beyond its start-up usage (import, kept heap)
 # REMEASURE: a host figure above the bound is measured once more, and the call whose total above start-up (its peak
 # plus what the worker held before it) is lower counts. Under gVisor the sandbox's own memory rose once in ~20 cold
-# runs of a correct file to 84 MiB for one call (9-24 MiB otherwise). Not the lower peak alone: gVisor keeps memory
+# runs of a correct file to 84 MiB for one call (9-38 MiB otherwise). Not the lower peak alone: gVisor keeps memory
 # the guest freed, so a second call that materialises s × s again can rise by less than the bound (34 MiB seen)
 # while holding the first call's pages; the total counts them either way.
 
