@@ -41,6 +41,10 @@ def _params(files):
     for backend in BACKENDS:
         marks = [pytest.mark.docker] if backend.startswith("docker") else []
         for f in files:
+            if f == "flash_numpy_preallocated" and not backend.endswith("-warm"):
+                # a cold worker's start-up usage is read as its boot frame arrives, while the import may already
+                # run: memory taken at import can land in the baseline (SECURITY.md); warm workers are read idle
+                continue
             yield pytest.param(backend, f, id=f"{backend}-{f}", marks=marks)
 
 
