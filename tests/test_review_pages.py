@@ -22,7 +22,7 @@ import pytest
 
 from harness.core.report import validate_report
 from tests.service.nearcopy import near_copy
-from tests.service.rounds import join, page_submit
+from tests.service.rounds import csrf_of, join, page_submit, signed_in
 from tests.service.support import Server, make_tokens, wait_done
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -285,6 +285,14 @@ def test_regrade_keeps_a_version(rnd):
     assert "ivy" in v["versions"][0]["superseded_by"]
     old = ivy.get(f"/v1/review/submissions/{sub}/versions/1").json()
     assert validate_report(old) and old["score"] == first["score"]
+    with signed_in(rnd["srv"].url, rnd["srv"].tokens["ivy"]) as c:      # the review page's form: a new seed
+        form = c.get(f"/review/{sub}").text
+        r = c.post(f"/submissions/{sub}/regrade", data={"csrf": csrf_of(form), "reason": "new inputs", "seed": "7"})
+        assert r.status_code == 303, r.text
+    assert wait_done(ivy, sub)["seed"] == 7
+    v = ivy.get(f"/v1/review/submissions/{sub}/versions").json()
+    assert v["latest"] == 3 and v["versions"][1]["reason"] == "new inputs"
+    assert v["versions"][1]["seed"] == v["versions"][0]["seed"] != 7       # the earlier versions keep theirs
 
 
 def test_export_zip_validates_and_deletion_leaves_nothing(rnd, page):

@@ -250,7 +250,8 @@ async def regrade_page(request: Request, sub_id: str):
 
         review.keep_version(request.app.state.store, sub_id, by=f"{who.name} ({who.id})",
                             reason=str(form.get("reason") or "").strip()[:500] or None)
-        request.app.state.store.regrade(sub_id)
+        seed = str(form.get("seed") or "").strip()
+        request.app.state.store.regrade(sub_id, seed=int(seed) if seed.isdigit() and int(seed) < 2**32 else None)
         request.app.state.pool.enqueue(sub_id, "bulk")
     return RedirectResponse(f"/submissions/{sub_id}", status_code=303)
 
