@@ -107,6 +107,10 @@ def analytics(rows: list[dict], overrides: dict[str, dict], started: dict[str, o
     return out
 
 
+def _short(name: str, n: int = 30) -> str:
+    return name if len(name) <= n else name[:n - 1] + "…"
+
+
 def bar_svg(items: list[tuple[str, float]], *, title: str, unit: str = "", width: int = 520) -> Markup:
     """A horizontal bar chart as inline SVG (no script, no CDN): one <rect class="bar"> per item, its width
     proportional to the value, labelled with the name and the value."""
@@ -119,7 +123,7 @@ def bar_svg(items: list[tuple[str, float]], *, title: str, unit: str = "", width
     for i, (name, v) in enumerate(items):
         y = 22 + i * row_h
         w = (width - label_w - 50) * v / peak
-        parts.append(f'<text x="0" y="{y + 14}" font-size="12">{escape(str(name))[:40]}</text>'
+        parts.append(f'<text x="0" y="{y + 14}" font-size="12">{escape(_short(str(name)))}</text>'
                      f'<rect class="bar" data-label="{escape(str(name))}" data-value="{v:g}" x="{label_w}" '
                      f'y="{y + 3}" width="{w:.1f}" height="{row_h - 6}" fill="#2457c5"/>'
                      f'<text x="{label_w + w + 4:.1f}" y="{y + 14}" font-size="12">{v:g}{escape(unit)}</text>')
