@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import json
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from harness.service import review, similarity
+from harness.service.api.common import error_responses
 from harness.service.auth import Principal, staff
 from harness.service.errors import ApiError
 from harness.service.store import candidates, review as store_review, rounds as store_rounds
 from harness.service.store.repository import iso
 
-router = APIRouter(prefix="/v1/review", tags=["review"])
+router = APIRouter(prefix="/v1/review", tags=["review"], responses=error_responses(401, 403, 404, 409, 422))
 
 
 def _actor(who: Principal) -> str:
@@ -42,7 +43,7 @@ def _jsonable(x):
 
 
 @router.get("/candidates/{cand_id}")
-def candidate(cand_id: str, request: Request, round: str | None = None, who: Principal = Depends(staff)):
+def candidate(cand_id: str, request: Request, round: str | None = Query(None, max_length=32), who: Principal = Depends(staff)):
     """The candidate's attempts per round and exercise (timeline, best, last, attempts used, time to pass)."""
     store = request.app.state.store
     c = candidates.get(store, cand_id)
@@ -98,7 +99,7 @@ def versions(sub_id: str, request: Request, who: Principal = Depends(staff)):
 
 
 @router.get("/submissions/{sub_id}/versions/{number}")
-def version(sub_id: str, number: int, request: Request, who: Principal = Depends(staff)):
+def version(sub_id: str, request: Request, number: int = Path(ge=1, le=10**6), who: Principal = Depends(staff)):
     row = _sub(request, sub_id)
     v = store_review.version(request.app.state.store, sub_id, number)
     if v is None:
@@ -189,7 +190,7 @@ def set_settings(round_id: str, body: SettingsIn, request: Request, who: Princip
 
 
 @router.get("/rounds/{round_id}/similarity")
-def similar(round_id: str, request: Request, threshold: float | None = None, who: Principal = Depends(staff)):
+def similar(round_id: str, request: Request, threshold: float | None = Query(None, ge=0, le=1), who: Principal = Depends(staff)):
     _round(request, round_id)
     store = request.app.state.store
     limit = threshold if threshold is not None else (store_review.settings_of(store, round_id)["similarity_threshold"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 
 from sqlalchemy import delete, func, or_, select, text
 
@@ -217,6 +218,8 @@ def set_override(store, sub: dict, score: float | None, reason: str, *, by: str 
     """Override the submission's final score (None: remove the override); a reason is required either way."""
     if not reason.strip():
         raise ValueError("an override needs a reason")
+    if score is not None and not math.isfinite(score):
+        raise ValueError("the score must be a number")
     with store.session() as s:
         o = s.get(ScoreOverride, sub["id"])
         before = {"score": o.score if o else sub.get("score"), "overridden": o is not None}
