@@ -1,0 +1,98 @@
+"""No behaviour change: the JSON report of every reference and every catalogued mutant, recorded before a
+refactor and compared after it, byte for byte once the timings are taken out.
+
+    python benchmarks/report_identity.py record before.json      # on the old tree (PYTHONPATH=<old tree>)
+    python benchmarks/report_identity.py record after.json       # on the new tree
+    python benchmarks/report_identity.py compare before.json after.json
+
+What is taken out (it differs from run to run of the same code): ``timings``, every ``duration_s`` and the
+submission's ``path`` (the tree or temporary folder it was graded from). Everything else — verdicts, scores, statuses, messages, diagnostics,
+diagnosis, environment — must be identical. Grades with the local sandbox, one submission at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention")
+TRACKS = ("numpy", "torch")
+VOLATILE_KEYS = {"timings", "duration_s", "path"}
+
+
+def _strip(value, key: str = ""):
+    if isinstance(value, dict):
+        return {k: _strip(v, k) for k, v in value.items()
+                if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [_strip(v, key) for v in value]
+    return value
+
+
+def submissions(tmp: Path):
+    """(name, exercise, track, path) of every reference and every applicable catalogued mutant."""
+    sys.path.insert(0, str(ROOT))
+    from graders.mutants.build import write_mutant
+    from graders.mutants.catalog import applicable
+    from harness.core.exercises import REFERENCE_DIR
+
+    for exercise in EXERCISES:
+        for track in TRACKS:
+            yield f"reference/{exercise}/{track}", exercise, track, REFERENCE_DIR / f"{exercise}_{track}.py"
+            for bug in applicable(exercise, track):
+                yield (f"mutant/{exercise}/{track}/{bug.id}", exercise, track,
+                       write_mutant(tmp, exercise, track, {bug.id}))
+
+
+def record(out: Path, only: str | None) -> int:
+    from harness.grading.engine import grade
+
+    reports = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, exercise, track, path in submissions(Path(tmp)):
+            if only and only not in name:
+                continue
+            report = grade(exercise=exercise, submission=path, track=track, sandbox="local")
+            reports[name] = _strip(json.loads(report.to_json()))
+            print(f"{name}: {report.verdict} {report.score}/{report.max_score}", flush=True)
+    out.write_text(json.dumps(reports, indent=1, sort_keys=True) + "\n")
+    print(f"{len(reports)} reports -> {out}")
+    return 0
+
+
+def compare(before: Path, after: Path) -> int:
+    a, b = json.loads(before.read_text()), json.loads(after.read_text())
+    problems = [f"only in {before.name}: {k}" for k in sorted(set(a) - set(b))]
+    problems += [f"only in {after.name}: {k}" for k in sorted(set(b) - set(a))]
+    for key in sorted(set(a) & set(b)):
+        left, right = json.dumps(a[key], sort_keys=True), json.dumps(b[key], sort_keys=True)
+        if left != right:
+            at = next(i for i, (x, y) in enumerate(zip(left, right)) if x != y) if left[:len(right)] != right[:len(left)] else min(len(left), len(right))
+            problems.append(f"{key}: differs at {at}: ...{left[max(0, at - 80):at + 80]}... vs ...{right[max(0, at - 80):at + 80]}...")
+    for line in problems:
+        print(line)
+    print(f"{len(set(a) & set(b))} reports compared, {len(problems)} differences")
+    return 1 if problems else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    rec = sub.add_parser("record")
+    rec.add_argument("out", type=Path)
+    rec.add_argument("--only", help="grade only the submissions whose name contains this")
+    cmp_ = sub.add_parser("compare")
+    cmp_.add_argument("before", type=Path)
+    cmp_.add_argument("after", type=Path)
+    opts = parser.parse_args()
+    if opts.cmd == "record":
+        return record(opts.out, opts.only)
+    return compare(opts.before, opts.after)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

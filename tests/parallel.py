@@ -1,0 +1,24 @@
+"""What a test needs to run beside others under pytest-xdist (`python -m pytest -n N`): which worker it is on,
+and the per-worker resources derived from that (README "Tests")."""
+
+from __future__ import annotations
+
+import os
+
+
+def worker_index() -> int:
+    """0 without pytest-xdist or on its first worker (gw0), n on worker gw<n>."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
+
+
+def redis_db() -> int:
+    """This pytest process's own database of the test Redis: 1 + the xdist worker's index (db 0 is left to
+    whoever else uses that Redis). Deterministic, and no two workers of one run share a database."""
+    return 1 + worker_index() % 63
+
+
+def subnet_octet(seed: int) -> int:
+    """The third octet of a test's private 10.213.x.0/24 addresses: a band of 25 per xdist worker (workers
+    never collide), ``seed`` picks within it (tests of one worker run one at a time)."""
+    return 1 + (worker_index() * 25 + seed % 25) % 250
