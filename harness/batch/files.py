@@ -7,7 +7,7 @@ import json
 import platform
 import re
 
-from harness import __version__
+from harness.core.version import __version__
 from harness.batch.plan import BatchOptions, Item
 from harness.core.report import Report, is_infrastructure, load_valid_report, write_atomic
 from harness.core.text import clean_text

@@ -48,7 +48,7 @@ RUNSC_MEMORY_OVERHEAD_MB = 256  # runsc: cgroup memory for gVisor itself, beyond
 
 
 def _version() -> str:
-    from harness import __version__
+    from harness.core.version import __version__
 
     return __version__
 

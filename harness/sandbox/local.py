@@ -161,7 +161,7 @@ def _probe_cache() -> Path | None:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return None
-    from harness import __version__
+    from harness.core.version import __version__
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn-grader"
     import hashlib

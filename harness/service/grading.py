@@ -14,7 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from harness import __version__ as HARNESS_VERSION  # noqa: F401
+from harness.core.version import __version__ as HARNESS_VERSION  # noqa: F401
 from harness.core.errors import GraderError, InfrastructureError, UsageError  # noqa: F401
 
 TRACKS = ("numpy", "torch")
