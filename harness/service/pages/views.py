@@ -132,7 +132,8 @@ def _exercises(request: Request, who: Principal, *, error: str | None = None, st
     exercises = [grading.exercise_summary(n) for n in grading.exercise_names()]
     mine = request.app.state.store.list_submissions(candidate=who.candidate, limit=20) if not who.is_staff else []
     return _render(request, "exercises.html", status, who=who, exercises=exercises, error=error,
-                   mine=[views.submission_view(r) for r in mine])
+                   mine=[views.submission_view(r) for r in mine], tracks=grading.TRACKS,
+                   track_labels={"numpy": "NumPy", "torch": "PyTorch", "python": "Python"})
 
 
 @router.post("/submit", response_class=HTMLResponse)
