@@ -7,7 +7,8 @@ refactor and compared after it, byte for byte once the timings are taken out.
 
 What is taken out (it differs from run to run of the same code): ``timings``, every ``duration_s`` and the
 submission's ``path`` (the tree or temporary folder it was graded from). Everything else — verdicts, scores, statuses, messages, diagnostics,
-diagnosis, environment — must be identical. Grades with the local sandbox, one submission at a time.
+diagnosis, environment — must be identical. Grades with the local sandbox, one submission at a time: every
+exercise, every track it offers (a record made before an exercise existed lists it as "only in" the other).
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention")
-TRACKS = ("numpy", "torch")
 VOLATILE_KEYS = {"timings", "duration_s", "path"}
 
 
@@ -38,11 +37,11 @@ def submissions(tmp: Path):
     sys.path.insert(0, str(ROOT))
     from graders.mutants.build import write_mutant
     from graders.mutants.catalog import applicable
-    from harness.core.exercises import REFERENCE_DIR
+    from harness.core.exercises import all_exercises
 
-    for exercise in EXERCISES:
-        for track in TRACKS:
-            yield f"reference/{exercise}/{track}", exercise, track, REFERENCE_DIR / f"{exercise}_{track}.py"
+    for exercise, ex in all_exercises().items():
+        for track in ex.track_names:
+            yield f"reference/{exercise}/{track}", exercise, track, ex.reference_path(track)
             for bug in applicable(exercise, track):
                 yield (f"mutant/{exercise}/{track}/{bug.id}", exercise, track,
                        write_mutant(tmp, exercise, track, {bug.id}))
