@@ -615,8 +615,9 @@ class Zygote:
 
     def stale(self) -> bool:
         """Whether what its namespace hides is out of date (a top-level folder made since it started): its
-        forks would see that folder. An attached zygote (a batch's) is its owner's to judge."""
-        return self.proc is not None and getattr(self, "hidden_from", None) != hidden_paths()
+        forks would see that folder (one removed since is no reason). An attached zygote (a batch's) is its
+        owner's to judge."""
+        return self.proc is not None and not set(hidden_paths()) <= set(getattr(self, "hidden_from", ()))
 
     def busy(self) -> bool:
         """Whether a worker it forked is still running (closing the zygote would kill it)."""
