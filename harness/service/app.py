@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from harness.service.errors import ApiError
 from harness.service.metrics import Metrics
+from harness.service.report_cache import PageCache
 
 log = logging.getLogger("grader.api")
 MAX_BODY = 2 * 1024 * 1024   # a request body; the submission itself is capped at 1 MB (413 either way)
@@ -71,7 +72,8 @@ class BodyLimit:
 
 def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhooks=None) -> FastAPI:
     from harness.service import pages
-    from harness.service.api import exercises, exports, submissions, system, tokens
+    from harness.service.access_log import AccessLog
+    from harness.service.api import candidates, exercises, exports, rounds, submissions, system, tokens
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -92,7 +94,10 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
                   responses={401: {"model": None}})
     app.state.settings, app.state.store, app.state.pool = settings, store, pool
     app.state.metrics = metrics or Metrics()
-    app.state.secret = store.server_secret("session")
+    app.state.pages = PageCache()
+    from harness.service.keys import server_key
+
+    app.state.secret = server_key(settings.data_dir, "session")
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
@@ -146,8 +151,10 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
             del response.headers["Content-Security-Policy"]  # swagger UI loads its own scripts
         return response
 
-    for r in (system.router, submissions.router, exports.router, exercises.router, tokens.router):
+    for r in (system.router, submissions.router, exports.router, exercises.router, tokens.router, rounds.router,
+              candidates.router):
         app.include_router(r)
     app.include_router(pages.router)
     app.add_middleware(BodyLimit)
+    app.add_middleware(AccessLog)
     return app

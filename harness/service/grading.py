@@ -72,10 +72,14 @@ def exercise_summary(name: str) -> dict:
             "tracks": {t: {"entry": ex.entry_label(t), "signature": _signature(ex, t)} for t in ex.track_names}}
 
 
-def exercise_detail(name: str) -> dict:
+def exercise_detail(name: str, *, staff: bool = False) -> dict:
+    """The candidate's prompt; for staff (admin, interviewer) also the interviewer notes beside it (follow-up
+    questions with answers, the mistake catalogue), which no candidate token ever receives."""
     ex = get_exercise(name)
     d = exercise_summary(name)
     d["prompt"] = ex.prompt_path().read_text(encoding="utf-8")
+    notes = ex.prompt_path().with_name("interviewer.md")
+    d["interviewer_notes"] = notes.read_text(encoding="utf-8") if staff and notes.is_file() else None
     return d
 
 
@@ -110,15 +114,14 @@ def detect_track(source: str, exercise: str) -> str:
 
 def vet_source(data: bytes) -> str:
     """The submission's text, or UsageError for what `grade` refuses too (binary, not UTF-8, too large)."""
+    from gradekit.check import decode_source   # the candidate kit's check refuses the same files
+    from gradekit.exercises import KitUsageError
+
     limit = max_source_bytes()
-    if len(data) > limit:
-        raise UsageError(f"the submission is {len(data)} bytes; the limit is {limit} (1 MB)", status=413)
-    if b"\x00" in data:
-        raise UsageError("the submission is a binary file (it contains NUL bytes)")
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"the submission is not UTF-8 text (byte {exc.start})") from None
+        return decode_source(data, limit)
+    except KitUsageError as exc:
+        raise UsageError(str(exc), **({"status": 413} if len(data) > limit else {})) from None
 
 
 # -- grading (called in a grading process, never in the API process) -----------------------------------
@@ -151,6 +154,14 @@ def grade_source(*, exercise: str, source_path: str, track: str, sandbox: str, s
             data["artifacts"] = sidecar.save(items, npz)
             npz_b64 = base64.b64encode(npz.read_bytes()).decode()
     return {"kind": "report", "report": data, "npz_b64": npz_b64, "notices": notices}
+
+
+def sweep_leftovers(work_dir: Path) -> list[str]:
+    """At start: remove what graders killed outright left behind (their submission copies in ``work_dir``, the
+    sandboxes' scratch folders and exchange files), by owner and pid (harness/core/leftovers.py)."""
+    from harness.core.leftovers import sweep_scratch, sweep_work
+
+    return sweep_work(work_dir) + sweep_scratch()
 
 
 def warm_up() -> None:
