@@ -12,10 +12,12 @@ def worker_index() -> int:
     return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
 
 
-def redis_db() -> int:
-    """This pytest process's own database of the test Redis: 1 + the xdist worker's index (db 0 is left to
-    whoever else uses that Redis). Deterministic, and no two workers of one run share a database."""
-    return 1 + worker_index() % 63
+def redis_db(slot: int = 0) -> int:
+    """A database of the test Redis that belongs to this pytest process: each xdist worker has four (db 0 is
+    left to whoever else uses that Redis). Slot 0 is the ``redis_url`` fixture's, flushed around every test; a
+    module-scoped fixture that keeps a database across tests (other files' tests run in between on the same
+    worker) takes slot 1, 2 or 3. Deterministic, and no two workers of one run share a database (up to 15)."""
+    return 1 + (worker_index() * 4 + slot) % 60
 
 
 def subnet_octet(seed: int) -> int:

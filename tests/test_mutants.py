@@ -31,8 +31,8 @@ def test_every_exercise_is_in_the_catalogue_test():
     assert set(EXERCISES) == set(all_exercises())
 
 
-# one test per mutant (not per exercise and track): pytest-xdist spreads them over its workers, where a loop
-# over a track's whole catalogue kept one worker busy for minutes at the end of the run (README "Tests")
+# one test per mutant (not per exercise and track): a failure names its mutant, `-k` runs one, --durations shows
+# which are slow
 MUTANTS = [(ex, tr, bug.id) for ex, tr in COMBOS for bug in applicable(ex, tr)]
 
 
