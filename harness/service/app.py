@@ -10,11 +10,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from harness.service import grading
 from harness.service.errors import ApiError
 from harness.service.metrics import Metrics
 
 log = logging.getLogger("grader.api")
-MAX_BODY = 2 * 1024 * 1024   # a request body; the submission itself is capped at 1 MB (413 either way)
+# One limit: the submission's (grading.size_limit_text()). A request body may be twice that, room for the JSON
+# escaping or the multipart framing around a file at the limit; a body over it is refused unread, and its 413
+# states the submission's limit, like every other 413.
+MAX_BODY = 2 * grading.max_source_bytes()
+PAGE_UPLOADS = ("/submit",)             # form posts whose refusal is a page (pages.views.TOO_LARGE_KEY)
+TOO_LARGE_KEY = "grader.body_too_large"
 CSP = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
 
@@ -63,14 +69,19 @@ class BodyLimit:
         if app is not None:
             with contextlib.suppress(Exception):
                 app.state.metrics.inc("grader_rejections_total", reason="too_large")
-        err = ApiError(413, "too_large", f"the request body is over {self.limit} bytes; a submission may be "
-                                         "at most 1 MB")
+        if scope["path"] in PAGE_UPLOADS:   # a browser's upload: the page answers, with the body left unread
+            async def empty():
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            return await self.app({**scope, TOO_LARGE_KEY: True}, empty, send)
+        err = ApiError(413, "too_large", f"the request is too large: a submission may be at most "
+                                         f"{grading.size_limit_text()}")
         resp = JSONResponse(err.body(), status_code=413, headers={"Connection": "close"})
         await resp(scope, receive, send)
 
 
 def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhooks=None) -> FastAPI:
-    from harness.service import pages
+    from harness.service import docs, pages
     from harness.service.api import exercises, exports, submissions, system, tokens
 
     @contextlib.asynccontextmanager
@@ -85,10 +96,11 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
                 webhooks.stop()
             pool.stop()
 
-    app = FastAPI(title="attention-grader", version="1", lifespan=lifespan,
-                  description="Grades attention implementations (MHA, masked MHA, cross-attention, GQA). Every "
-                              "endpoint but /healthz, /readyz, /docs and /openapi.json needs "
-                              "`Authorization: Bearer <token>` (`grade tokens create`).",
+    app = FastAPI(title="attention-grader", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description=f"Grades attention implementations; exercises: {grading.exercise_list()} "
+                              "(GET /v1/exercises). Every endpoint but /healthz, /readyz, /docs and /openapi.json "
+                              "needs `Authorization: Bearer <token>` (an interviewer or admin makes one with "
+                              "`grade tokens create`).",
                   responses={401: {"model": None}})
     app.state.settings, app.state.store, app.state.pool = settings, store, pool
     app.state.metrics = metrics or Metrics()
@@ -142,12 +154,11 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "no-referrer")
         response.headers.setdefault("X-Frame-Options", "DENY")
-        if request.url.path in ("/docs",):
-            del response.headers["Content-Security-Policy"]  # swagger UI loads its own scripts
         return response
 
     for r in (system.router, submissions.router, exports.router, exercises.router, tokens.router):
         app.include_router(r)
     app.include_router(pages.router)
+    docs.install(app)
     app.add_middleware(BodyLimit)
     return app

@@ -27,11 +27,24 @@ def max_source_bytes() -> int:
     return MAX_BYTES
 
 
+def size_limit_text() -> str:
+    """The submission size limit as every message states it, e.g. "1 MB (1,000,000 bytes)"."""
+    from harness.grading.submission import LIMIT_TEXT
+
+    return LIMIT_TEXT
+
+
 # -- exercises -------------------------------------------------------------------------------------------
 def exercise_names() -> list[str]:
     from harness.core.exercises import all_exercises
 
     return list(all_exercises())
+
+
+def exercise_list() -> str:
+    from harness.core.exercises import exercise_list as f
+
+    return f()
 
 
 def did_you_mean(value: str, choices) -> str:
@@ -90,16 +103,20 @@ def detect_track(source: str, exercise: str) -> str:
 
 
 def vet_source(data: bytes) -> str:
-    """The submission's text, or UsageError for what `grade` refuses too (binary, not UTF-8, too large)."""
-    limit = max_source_bytes()
-    if len(data) > limit:
-        raise UsageError(f"the submission is {len(data)} bytes; the limit is {limit} (1 MB)", status=413)
+    """The submission's text, or UsageError for what `grade` refuses too (binary, not UTF-8, too large) and for
+    an empty file (nothing to grade)."""
+    if len(data) > max_source_bytes():
+        raise UsageError(f"the submission is {len(data):,} bytes; a submission may be at most {size_limit_text()}",
+                         status=413)
     if b"\x00" in data:
         raise UsageError("the submission is a binary file (it contains NUL bytes)")
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"the submission is not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise UsageError("the submission is empty: send the .py file with your implementation")
+    return text
 
 
 # -- grading (called in a grading process, never in the API process) -----------------------------------
@@ -204,6 +221,13 @@ def gradescope_results(report: dict) -> dict:
     from harness.reports.gradescope import results_json
 
     return results_json(report)
+
+
+def failure_groups(tests: list[dict]) -> list[list[dict]]:
+    """Failing tests grouped by identical status, message and diagnostics (one crash shown once)."""
+    from harness.reports.summary import failure_groups as f
+
+    return f(tests)
 
 
 def category_scores(report: dict) -> list[dict]:

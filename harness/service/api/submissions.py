@@ -37,7 +37,7 @@ _CALLBACK = {"type": "string", "pattern": "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})
              "description": "http(s) URL POSTed the summary when grading ends (interviewer/admin tokens only)"}
 _MULTIPART_SCHEMA = {
     "type": "object", "required": ["file", "exercise"],
-    "properties": {"file": {"type": "string", "format": "binary", "description": "the .py file, UTF-8, <= 1 MB"},
+    "properties": {"file": {"type": "string", "format": "binary", "description": f"the .py file, UTF-8, at most {grading.size_limit_text()}"},
                    "exercise": _EXERCISE, "track": _TRACK, "candidate": {"type": "string", "maxLength": 200},
                    "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}, "callback_url": _CALLBACK,
                    "queue": {"type": "string", "enum": ["interactive", "bulk", "ci"], "default": "interactive"}}}
@@ -65,6 +65,8 @@ async def _read_fields(request: Request) -> tuple[dict, bytes, str]:
     if ctype == "application/json":
         try:
             raw = json.loads(await request.body())
+        except RecursionError:   # 200,000 nested brackets fit under the size limit: input, not a server fault
+            raise ApiError(422, "invalid", "the body is nested too deeply to be a submission") from None
         except ValueError:
             raise ApiError(422, "invalid", "the body is not valid JSON") from None
         if not isinstance(raw, dict):

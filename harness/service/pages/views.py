@@ -21,6 +21,8 @@ from starlette.concurrency import run_in_threadpool
 from harness.service import grading, views
 from harness.service.auth import COOKIE, Principal, check_csrf, csrf_token, lookup
 from harness.service.errors import ApiError
+from harness.service.app import CSP, TOO_LARGE_KEY   # the scope key app.BodyLimit sets for a refused upload
+from harness.service.pages import markdown, timestamps
 
 router = APIRouter(include_in_schema=False)
 TEMPLATES = Environment(loader=FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
@@ -28,12 +30,18 @@ TEMPLATES = Environment(loader=FileSystemLoader(str(Path(__file__).resolve().par
 LOGIN_CSRF = "grader_login_csrf"
 
 
+TEMPLATES.filters["when"] = timestamps.when
+TEMPLATES.globals["time_js"] = timestamps.SCRIPT
+PAGE_CSP = f"{CSP}; script-src {timestamps.script_hash()}"   # the one script: local times on hover
+
+
 def _render(request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
     who = ctx.get("who")
     token = request.cookies.get(COOKIE)
     ctx.setdefault("csrf", csrf_token(request.app.state.secret, token) if (who and token) else "")
+    ctx.setdefault("size_limit", grading.size_limit_text())
     return HTMLResponse(TEMPLATES.get_template(name).render(**ctx), status_code=status,
-                        headers={"Cache-Control": "no-store"})
+                        headers={"Cache-Control": "no-store", "Content-Security-Policy": PAGE_CSP})
 
 
 def _who(request: Request) -> Principal | None:
@@ -110,11 +118,11 @@ async def logout(request: Request):
 
 
 @router.get("/exercises", response_class=HTMLResponse)
-def exercises_page(request: Request):
+def exercises_page(request: Request, exercise: str = Query("", max_length=64)):
     who = _who(request)
     if who is None:
         return _signin(request)
-    return _exercises(request, who)
+    return _exercises(request, who, chosen={"exercise": exercise})
 
 
 @router.get("/exercises/{name}", response_class=HTMLResponse)
@@ -125,14 +133,26 @@ def exercise_page(request: Request, name: str):
     if name not in grading.exercise_names():
         return _render(request, "message.html", 404, who=who, title="Not found",
                        message=f"No exercise {name!r}{grading.did_you_mean(name, grading.exercise_names())}")
-    return _render(request, "exercise.html", who=who, ex=grading.exercise_detail(name))
+    ex = grading.exercise_detail(name)
+    return _render(request, "exercise.html", who=who, ex=ex, prompt_html=markdown.to_html(ex["prompt"]))
 
 
-def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200):
-    exercises = [grading.exercise_summary(n) for n in grading.exercise_names()]
+def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200,
+               chosen: dict | None = None, headers: dict | None = None):
+    """The exercises with the upload form; ``chosen`` (exercise, track, candidate) is what the form shows
+    selected: what was sent when a submission is refused, else the first exercise of the page."""
+    names = grading.exercise_names()
+    exercises = [grading.exercise_summary(n) for n in names]
+    chosen = dict(chosen or {})
+    if chosen.get("exercise") not in names:
+        chosen["exercise"] = names[0]
+    if chosen.get("track") not in ("auto", *grading.TRACKS):
+        chosen["track"] = "auto"
     mine = request.app.state.store.list_submissions(candidate=who.candidate, limit=20) if not who.is_staff else []
-    return _render(request, "exercises.html", status, who=who, exercises=exercises, error=error,
+    resp = _render(request, "exercises.html", status, who=who, exercises=exercises, error=error, chosen=chosen,
                    mine=[views.submission_view(r) for r in mine])
+    resp.headers.update(headers or {})
+    return resp
 
 
 @router.post("/submit", response_class=HTMLResponse)
@@ -142,22 +162,27 @@ async def submit_page(request: Request):
     who = _who(request)
     if who is None:
         return _signin(request)
+    if request.scope.get(TOO_LARGE_KEY):   # BodyLimit refused the body unread: the page, not the API's JSON
+        return _exercises(request, who, error=f"The file is too large: a submission may be at most "
+                                              f"{grading.size_limit_text()}.", status=413,
+                          headers={"Connection": "close"})
     try:
         form = await request.form(max_files=1, max_fields=10)
     except Exception:
         return _exercises(request, who, error="The upload could not be read.", status=422)
+    fields = {"exercise": str(form.get("exercise") or "")[:64], "track": str(form.get("track") or "auto")[:16],
+              "candidate": (str(form.get("candidate")) or None) if who.is_staff and form.get("candidate") else None}
     if not await _form_csrf_ok(request, form):
-        return _exercises(request, who, error="The form expired; reload the page and try again.", status=403)
+        return _exercises(request, who, error="The form expired; reload the page and try again.", status=403,
+                          chosen=fields)
     upload = form.get("file")
     if upload is None or isinstance(upload, str) or not upload.filename:
-        return _exercises(request, who, error="Choose a .py file to upload.", status=422)
+        return _exercises(request, who, error="Choose a .py file to upload.", status=422, chosen=fields)
     data = await upload.read()
-    fields = {"exercise": str(form.get("exercise") or ""), "track": str(form.get("track") or "auto"),
-              "candidate": (str(form.get("candidate")) or None) if who.is_staff and form.get("candidate") else None}
     try:
         row, created = await run_in_threadpool(_intake, request, who, fields, data, upload.filename, None)
     except ApiError as exc:
-        return _exercises(request, who, error=exc.message, status=exc.status)
+        return _exercises(request, who, error=exc.message, status=exc.status, chosen=fields)
     request.app.state.metrics.inc("grader_submissions_total", exercise=row["exercise"])
     await run_in_threadpool(request.app.state.pool.enqueue, row["id"], row["queue"])
     return RedirectResponse(f"/submissions/{row['id']}", status_code=303)
@@ -174,12 +199,12 @@ def submission_page(request: Request, sub_id: str):
     if row is None or not can_see(who, row):
         return _render(request, "message.html", 404, who=who, title="Not found", message="No such submission.")
     sub = views.submission_view(row)
-    summary, cats = [], []
+    report, cats, failing = None, [], []
     if row["status"] == "done" and row["report_json"]:
         report = grading.for_audience(json.loads(row["report_json"]), who.audience)
-        summary = grading.summary_lines(report, audience=who.audience)
         cats = grading.category_scores(report)
-    return _render(request, "submission.html", who=who, sub=sub, summary=summary, cats=cats,
+        failing = grading.failure_groups(report.get("tests", []))
+    return _render(request, "submission.html", who=who, sub=sub, report=report, cats=cats, failing=failing,
                    refresh=row["status"] in ("queued", "running"))
 
 
