@@ -162,3 +162,15 @@ def test_descriptions_list_every_exercise_of_the_registry(srv):
     readme = (ROOT / "README.md").read_text()
     layout = readme[readme.index("## Layout"):]
     assert all(p.name in layout for p in (ROOT / "docs").glob("*.md"))
+
+
+def test_an_unchanged_stub_is_refused_with_what_to_do(srv):
+    boss = srv.client(srv.tokens["boss"])
+    for track in ("numpy", "torch"):
+        stub = (ROOT / "exercises" / "gqa" / f"stub_{track}.py").read_text()
+        err = _is_4xx(boss.post("/v1/submissions", json={"exercise": "gqa", "source": stub + "\n\n"}))
+        assert err["code"] == "unchanged_stub" and f"unchanged gqa stub ({track} track)" in err["message"]
+    spec = boss.get("/openapi.json").json()     # /docs can authorise: the bearer scheme is declared
+    assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert spec["paths"]["/v1/submissions"]["post"]["security"] == [{"bearer": []}]
+    assert "security" not in spec["paths"]["/healthz"]["get"]

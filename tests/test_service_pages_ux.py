@@ -145,6 +145,9 @@ def test_status_page_times_and_badges(srv, page, tmp_path):
     assert f"{(int(iso[11:13]) + 9) % 24:02d}:{iso[14:16]}:{iso[17:19]}" in t.get_attribute("title")   # UTC+9
     assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:", page.inner_text("body"))
     page.screenshot(path=str(SHOTS / "ux-status.png"), full_page=True)
+    page.goto(f"{srv.url}/submissions/{broken['id']}")
+    assert "Nothing to diagnose: your code stopped with an error" in page.inner_text("#diagnosis")
+    assert "ValueError: boom" in page.inner_text("#failing")
     page.goto(srv.url + "/submissions")
     assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:", page.inner_text("#subs"))
     badge = page.locator(f"tr[data-id='{broken['id']}'] span.v.error")
@@ -159,6 +162,7 @@ def test_docs_work_offline(srv, page):
     page.goto(srv.url + "/docs")
     page.wait_for_selector(".opblock", timeout=30_000)     # Swagger UI rendered the operations
     assert page.locator(".opblock").count() >= 10
+    assert page.locator("button.authorize").count() == 1          # "Try it out" can carry the token
     assert page.outside == [] and page.errors == [], (page.outside, page.errors)
     page.screenshot(path=str(SHOTS / "ux-docs.png"))
 

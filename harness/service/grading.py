@@ -89,6 +89,16 @@ def stub_text(name: str, track: str) -> str:
     return ex.stub_path(track).read_text(encoding="utf-8")
 
 
+def unchanged_stub(name: str, source: str) -> str | None:
+    """The track whose stub ``source`` is, unchanged (whitespace aside), or None."""
+    ex = get_exercise(name)
+    norm = lambda t: "\n".join(ln.rstrip() for ln in t.strip().splitlines())  # noqa: E731
+    for track in TRACKS:
+        if norm(source) == norm(ex.stub_path(track).read_text(encoding="utf-8")):
+            return track
+    return None
+
+
 def check_track(track: str, allow_auto: bool = False) -> str:
     choices = (("auto",) if allow_auto else ()) + TRACKS
     if track not in choices:

@@ -170,6 +170,12 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
         status = exc.context.get("status", 422)
         request.app.state.metrics.inc("grader_rejections_total", reason="too_large" if status == 413 else "invalid")
         raise ApiError(status, "too_large" if status == 413 else "invalid_source", exc.message) from None
+    stub = grading.unchanged_stub(exercise, source)
+    if stub is not None:   # a first-time candidate's easy slip: nothing to grade yet, nothing stored
+        request.app.state.metrics.inc("grader_rejections_total", reason="invalid")
+        entry = grading.exercise_summary(exercise)["tracks"][stub]["signature"]
+        raise ApiError(422, "unchanged_stub", f"this is the unchanged {exercise} stub ({stub} track): implement "
+                                              f"{entry} in it, then submit it")
     callback = _check_callback(fields.get("callback_url"), who)
     queue = _queue_for(fields.get("queue"), who)
     if who.role == "candidate":
