@@ -19,6 +19,7 @@ log = logging.getLogger("grader.api")
 # escaping or the multipart framing around a file at the limit; a body over it is refused unread, and its 413
 # states the submission's limit, like every other 413.
 MAX_BODY = 2 * grading.max_source_bytes()
+DRAIN_MAX = 8 * MAX_BODY                # a refused body up to this size is read (and dropped) before the 413
 PAGE_UPLOADS = ("/submit",)             # form posts whose refusal is a page (pages.views.TOO_LARGE_KEY)
 TOO_LARGE_KEY = "grader.body_too_large"
 CSP = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
@@ -26,7 +27,8 @@ CSP = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' dat
 
 
 class BodyLimit:
-    """Pure ASGI middleware: a body larger than MAX_BODY is answered 413 before the app reads it."""
+    """Pure ASGI middleware: a body larger than MAX_BODY is answered 413 before the app sees it (the rest of a
+    body up to DRAIN_MAX is read and dropped first, so the client gets the answer rather than a reset)."""
 
     def __init__(self, app, limit: int = MAX_BODY):
         self.app, self.limit = app, limit
@@ -40,7 +42,7 @@ class BodyLimit:
         except ValueError:
             declared = 0
         if declared > self.limit:
-            return await self._too_large(scope, receive, send)
+            return await self._too_large(scope, receive, send, more=declared <= DRAIN_MAX)
         chunks, size, more = [], 0, True
         while more:
             msg = await receive()
@@ -49,7 +51,7 @@ class BodyLimit:
             body = msg.get("body", b"")
             size += len(body)
             if size > self.limit:
-                return await self._too_large(scope, receive, send)
+                return await self._too_large(scope, receive, send, more=msg.get("more_body", False))
             chunks.append(body)
             more = msg.get("more_body", False)
         data = b"".join(chunks)
@@ -64,7 +66,20 @@ class BodyLimit:
 
         return await self.app(scope, replay, send)
 
-    async def _too_large(self, scope, receive, send):
+    @staticmethod
+    async def _drain(receive) -> None:
+        left = DRAIN_MAX
+        while left > 0:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return
+            left -= len(msg.get("body", b""))
+            if not msg.get("more_body", False):
+                return
+
+    async def _too_large(self, scope, receive, send, *, more: bool):
+        if more:   # read the rest (bounded) and drop it: a client still sending when we close would get a reset
+            await self._drain(receive)   # instead of the 413 (a browser shows a network error, not our page)
         app = scope.get("app")
         if app is not None:
             with contextlib.suppress(Exception):
