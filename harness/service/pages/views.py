@@ -1,8 +1,9 @@
 """The web pages: sign in with a token, candidates pick an exercise, download the stub, upload a file, watch
 the status and read their report; interviewers filter the list, open reports, compare, regrade and export.
 
-Server-rendered (Jinja2, autoescaped: candidate text is always escaped), no scripts of our own (the status page
-refreshes with <meta http-equiv=refresh>), every page under a restrictive Content-Security-Policy. The session
+Server-rendered (Jinja2, autoescaped: candidate text is always escaped), one script of our own allowed by its
+hash (local times on hover; the status page refreshes with <meta http-equiv=refresh>), every page under a
+restrictive Content-Security-Policy. The session
 is the token in an HttpOnly, SameSite=Strict cookie; every form that changes something carries a CSRF token
 (an HMAC of the session with a server secret; the sign-in form a double-submit cookie)."""
 
