@@ -110,6 +110,7 @@ def test_refused_uploads_show_the_page_and_keep_the_choice(srv, page, tmp_path):
     page.wait_for_load_state()
     assert "too large" in page.inner_text("#error") and "1 MB (1,000,000 bytes)" in page.inner_text("#error")
     assert "{" not in page.inner_text("body").split("Exercises", 1)[0]
+    assert page.input_value("#exercise") == "gqa" and page.input_value("#track") == "numpy"   # the choice stuck
     page.screenshot(path=str(SHOTS / "ux-too-large.png"), full_page=True)
     empty = tmp_path / "empty.py"
     empty.write_text("")

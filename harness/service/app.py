@@ -22,6 +22,7 @@ MAX_BODY = 2 * grading.max_source_bytes()
 DRAIN_MAX = 8 * MAX_BODY                # a refused body up to this size is read (and dropped) before the 413
 PAGE_UPLOADS = ("/submit",)             # form posts whose refusal is a page (pages.views.TOO_LARGE_KEY)
 TOO_LARGE_KEY = "grader.body_too_large"
+HEAD_KEPT = 64 * 1024                   # of a refused page upload, for the fields sent before the file
 CSP = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
 
@@ -51,7 +52,8 @@ class BodyLimit:
             body = msg.get("body", b"")
             size += len(body)
             if size > self.limit:
-                return await self._too_large(scope, receive, send, more=msg.get("more_body", False))
+                return await self._too_large(scope, receive, send, more=msg.get("more_body", False),
+                                             head=b"".join(chunks + [body])[:HEAD_KEPT])
             chunks.append(body)
             more = msg.get("more_body", False)
         data = b"".join(chunks)
@@ -67,28 +69,33 @@ class BodyLimit:
         return await self.app(scope, replay, send)
 
     @staticmethod
-    async def _drain(receive) -> None:
-        left = DRAIN_MAX
+    async def _drain(receive) -> bytes:
+        """Read the rest of the body (at most DRAIN_MAX) and drop it; the first HEAD_KEPT bytes are returned."""
+        left, head = DRAIN_MAX, b""
         while left > 0:
             msg = await receive()
             if msg["type"] == "http.disconnect":
-                return
-            left -= len(msg.get("body", b""))
+                break
+            body = msg.get("body", b"")
+            left -= len(body)
+            head = head if len(head) >= HEAD_KEPT else (head + body)[:HEAD_KEPT]
             if not msg.get("more_body", False):
-                return
+                break
+        return head
 
-    async def _too_large(self, scope, receive, send, *, more: bool):
+    async def _too_large(self, scope, receive, send, *, more: bool, head: bytes = b""):
         if more:   # read the rest (bounded) and drop it: a client still sending when we close would get a reset
-            await self._drain(receive)   # instead of the 413 (a browser shows a network error, not our page)
+            rest = await self._drain(receive)   # instead of the 413 (a browser shows a network error, not our page)
+            head = (head + rest)[:HEAD_KEPT]
         app = scope.get("app")
         if app is not None:
             with contextlib.suppress(Exception):
                 app.state.metrics.inc("grader_rejections_total", reason="too_large")
-        if scope["path"] in PAGE_UPLOADS:   # a browser's upload: the page answers, with the body left unread
-            async def empty():
+        if scope["path"] in PAGE_UPLOADS:   # a browser's upload: the page answers, given only the body's head
+            async def empty():              # (the form's fields before the file: what the user had chosen)
                 return {"type": "http.request", "body": b"", "more_body": False}
 
-            return await self.app({**scope, TOO_LARGE_KEY: True}, empty, send)
+            return await self.app({**scope, TOO_LARGE_KEY: {"head": head}}, empty, send)
         err = ApiError(413, "too_large", f"the request is too large: a submission may be at most "
                                          f"{grading.size_limit_text()}")
         resp = JSONResponse(err.body(), status_code=413, headers={"Connection": "close"})

@@ -10,6 +10,7 @@ is the token in an HttpOnly, SameSite=Strict cookie; every form that changes som
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import urlencode
@@ -163,10 +164,11 @@ async def submit_page(request: Request):
     who = _who(request)
     if who is None:
         return _signin(request)
-    if request.scope.get(TOO_LARGE_KEY):   # BodyLimit refused the body unread: the page, not the API's JSON
+    refused = request.scope.get(TOO_LARGE_KEY)
+    if refused is not None:   # BodyLimit refused the body: the page, not the API's JSON, with the choice kept
         return _exercises(request, who, error=f"The file is too large: a submission may be at most "
                                               f"{grading.size_limit_text()}.", status=413,
-                          headers={"Connection": "close"})
+                          chosen=_fields_before_file(request, refused["head"]), headers={"Connection": "close"})
     try:
         form = await request.form(max_files=1, max_fields=10)
     except Exception:
@@ -187,6 +189,22 @@ async def submit_page(request: Request):
     request.app.state.metrics.inc("grader_submissions_total", exercise=row["exercise"])
     await run_in_threadpool(request.app.state.pool.enqueue, row["id"], row["queue"])
     return RedirectResponse(f"/submissions/{row['id']}", status_code=303)
+
+
+def _fields_before_file(request: Request, head: bytes) -> dict:
+    """The short text fields (exercise, track, candidate) of a multipart form from the start of its body: a
+    browser sends them before the file, in the form's order. Only used to redisplay the form."""
+    ctype = request.headers.get("content-type", "")
+    boundary = ctype.split("boundary=", 1)[1].split(";")[0].strip('"') if "boundary=" in ctype else ""
+    fields = {}
+    if not boundary:
+        return fields
+    for part in head.split(b"--" + boundary.encode("latin-1", "replace"))[1:]:
+        meta, sep, value = part.partition(b"\r\n\r\n")
+        name = re.search(rb'name="(exercise|track|candidate)"', meta)
+        if sep and name and b"filename=" not in meta:
+            fields[name.group(1).decode()] = value.removesuffix(b"\r\n")[:200].decode("utf-8", "replace")
+    return fields
 
 
 @router.get("/submissions/{sub_id}", response_class=HTMLResponse)
