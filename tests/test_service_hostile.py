@@ -174,3 +174,15 @@ def test_an_unchanged_stub_is_refused_with_what_to_do(srv):
     assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     assert spec["paths"]["/v1/submissions"]["post"]["security"] == [{"bearer": []}]
     assert "security" not in spec["paths"]["/healthz"]["get"]
+
+
+def test_prompt_markdown_is_sanitised():
+    from harness.service.pages.markdown import to_html
+
+    hostile = ("# T\n\n<script>alert(1)</script>\n\n[x](javascript:alert(1)) ![i](x onerror=alert(1))\n\n"
+               '<img src=x onerror="alert(1)"> <a href="https://e.org" onclick="x()">e</a>\n\n| a |\n|---|\n| `b` |\n')
+    html = to_html(hostile, shift=1)
+    tags = re.findall(r"<[^>]*>", html)                  # what the browser would parse as markup
+    assert tags and not any(re.search(r"\bon\w+=|javascript:|<(script|img|style|iframe)", t) for t in tags), tags
+    assert "&lt;script&gt;" in html                      # raw HTML in a prompt stays text
+    assert "<h2>T</h2>" in html and "<table>" in html and "<code>b</code>" in html

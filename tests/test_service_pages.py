@@ -78,7 +78,7 @@ def test_candidate_flow(srv, page, tmp_path):
     page.wait_for_url(srv.url + "/exercises/mha")
     prompt = (ROOT / "exercises" / "mha" / "README.md").read_text()
     shown = page.inner_text("#prompt-text")   # rendered Markdown: the title is a heading, no markup shows
-    assert page.inner_text("#prompt-text h1") == prompt.splitlines()[0].lstrip("# ").replace("`", "")
+    assert page.inner_text("#prompt-text h2 >> nth=0") == prompt.splitlines()[0].lstrip("# ").replace("`", "")
     assert "```" not in shown and "**" not in shown
     assert "Multi-head attention" in page.inner_text("h1")
     page.screenshot(path=str(SHOTS / "candidate-prompt.png"), full_page=True)

@@ -18,9 +18,16 @@ def _renderer():
     return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
 
 
-def to_html(text: str) -> str:
-    """Sanitised HTML for ``text`` (safe to mark safe in a template)."""
+def to_html(text: str, *, shift: int = 0) -> str:
+    """Sanitised HTML for ``text`` (safe to mark safe in a template); headings ``shift`` levels down (a prompt's
+    own title under the page's h1 becomes an h2)."""
     import nh3
 
-    return nh3.clean(_renderer().render(text), tags=TAGS, attributes=ATTRIBUTES, url_schemes={"http", "https"},
+    md = _renderer()
+    tokens = md.parse(text)
+    for t in tokens:
+        if t.type in ("heading_open", "heading_close"):
+            t.tag = f"h{min(6, int(t.tag[1]) + shift)}"
+    html = md.renderer.render(tokens, md.options, {})
+    return nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES, url_schemes={"http", "https"},
                      link_rel="noopener noreferrer", filter_style_properties={"text-align"})

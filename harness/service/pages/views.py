@@ -136,7 +136,7 @@ def exercise_page(request: Request, name: str):
         return _render(request, "message.html", 404, who=who, title="Not found",
                        message=f"No exercise {name!r}{grading.did_you_mean(name, grading.exercise_names())}")
     ex = grading.exercise_detail(name)
-    return _render(request, "exercise.html", who=who, ex=ex, prompt_html=markdown.to_html(ex["prompt"]))
+    return _render(request, "exercise.html", who=who, ex=ex, prompt_html=markdown.to_html(ex["prompt"], shift=1))
 
 
 def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200,
@@ -295,7 +295,8 @@ def compare_page(request: Request, ids: list[str] = Query(default=[], max_length
     if not done:
         return _render(request, "message.html", 422, who=who, title="Nothing to compare",
                        message="Select graded submissions in the list, then press Compare.")
-    page = grading.compare_html(done)
+    page = grading.compare_html(done).replace(   # a way back: the compare page is the report module's own HTML
+        "<body>", '<body><p><a id="back" href="/submissions">← Submissions</a></p>', 1)
     hashes = " ".join(f"'sha256-{h}'" for h in grading.compare_script_hashes())
     csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src {hashes}; "
            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
