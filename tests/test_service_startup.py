@@ -41,3 +41,6 @@ def test_a_port_in_use_is_one_clear_error(tmp_path):
     # the lock went with the refusal: the data dir serves at once on a free port
     ok = Server(tmp_path / "data", workers=1).start()
     ok.stop()
+    banner = ok.log()
+    assert f"grade serve: http://127.0.0.1:{ok.port}/" in banner
+    assert "alembic" not in banner                      # a start-up is the banner, not the migration's chatter

@@ -56,14 +56,14 @@ def serve_cmd(data_dir, db, host, port, workers, sandbox, broker, log_level):
     if settings.broker_url and settings.is_sqlite:
         _fail("--broker needs a store the workers can reach: --db postgresql://... (GRADER_DATABASE_URL)", EXIT_USAGE)
 
-    def announce(store):   # once the data dir and the port are ours: never a URL that is not served
+    def announce(store, bound_port):   # once the data dir and the port are ours: never a URL that is not served
         click.echo(f"grade serve: data directory {settings.data_dir}", err=True)
         grading_by = (f"grading by `grade worker` processes through {redact(settings.broker_url)}"
                       if settings.broker_url else
                       f"{settings.workers} grading workers, sandbox {settings.sandbox}{runtime_note()}")
         where = "SQLite (WAL) " + str(settings.data_dir / "grader.db") if settings.is_sqlite else "Postgres"
         click.echo(f"grade serve: store {where}; {grading_by}", err=True)
-        click.echo(f"grade serve: http://{host}:{port}/  (pages; API docs at /docs)", err=True)
+        click.echo(f"grade serve: http://{host}:{bound_port}/  (pages; API docs at /docs)", err=True)
         if store.count_tokens() == 0:
             click.echo("grade serve: no tokens yet: grade tokens create --role admin --name YOU"
                        + (f" --data-dir {settings.data_dir}" if data_dir else ""), err=True)

@@ -88,9 +88,11 @@ def serve(settings: Settings, *, log_level: str = "info", announce=None) -> None
     except CannotListen:
         os.close(fd)
         raise
+    if log_level != "debug":
+        logging.getLogger("alembic").setLevel(logging.WARNING)   # the migration's plugin chatter is not news
     app, store = build(settings)
     if announce is not None:
-        announce(store)
+        announce(store, sock.getsockname()[1])   # the port bound (--port 0 picks a free one)
     try:
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, access_log=True,
                                 proxy_headers=False, server_header=False, timeout_graceful_shutdown=10)
