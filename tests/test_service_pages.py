@@ -88,6 +88,9 @@ def test_candidate_flow(srv, page, tmp_path):
     stub = tmp_path / "stub.py"
     dl.value.save_as(stub)
     assert stub.read_text() == (ROOT / "exercises" / "gqa" / "stub_torch.py").read_text()
+    cost = page.inner_text("#ex-attention_cost")  # a one-track exercise of plain functions, and its track
+    assert "python" in cost and "kv_cache_bytes(b, t, n_layers, h, g, d_k, bytes_per_elem)" in cost
+    assert page.locator("#track option").all_inner_texts() == ["detect", "NumPy", "PyTorch", "Python"]
     upload = tmp_path / "my_mha.py"
     upload.write_text(WRONG)
     page.select_option("#exercise", "mha")

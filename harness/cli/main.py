@@ -53,7 +53,7 @@ class DefaultGroup(click.Group):
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="attention-grader")
 def main():
-    """Grade attention implementations in NumPy or PyTorch. Exercises: {exercises}.
+    """Grade attention exercises in NumPy, PyTorch or plain Python. Exercises: {exercises}.
 
     \b
     grade list                       the exercises and their tracks

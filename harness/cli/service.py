@@ -14,6 +14,7 @@ import click
 
 from harness.cli.common import runtime_note, runtime_option, style
 from harness.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, EXIT_USAGE
+from harness.core.exercises import TRACKS
 from harness.service.settings import BROKER_URL_ENV, DATA_DIR_ENV, DATABASE_URL_ENV, Settings
 
 
@@ -169,7 +170,7 @@ def _request(method: str, url: str, token: str | None, body: bytes | None = None
 @click.option("--exercise", required=True)
 @click.option("--server", required=True, envvar="GRADER_SERVER", help="Base URL, e.g. http://127.0.0.1:8000")
 @click.option("--token", envvar="GRADER_TOKEN", help="Bearer token (env GRADER_TOKEN).")
-@click.option("--track", type=click.Choice(["auto", "numpy", "torch"]), default="auto", show_default=True)
+@click.option("--track", type=click.Choice(("auto", *TRACKS)), default="auto", show_default=True)
 @click.option("--candidate", help="Candidate name (interviewer tokens; a candidate token implies its own).")
 @click.option("--seed", type=int, default=None)
 @click.option("--wait/--no-wait", default=False, help="Wait for the report and print the summary.")

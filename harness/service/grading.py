@@ -16,8 +16,8 @@ from pathlib import Path
 
 from harness import __version__ as HARNESS_VERSION  # noqa: F401
 from harness.core.errors import GraderError, InfrastructureError, UsageError  # noqa: F401
+from harness.core.exercises import TRACKS  # every track the grader knows; each exercise offers some of them
 
-TRACKS = ("numpy", "torch")
 AUDIENCES = ("interviewer", "candidate")
 
 
@@ -61,6 +61,9 @@ def get_exercise(name: str):
 
 def _signature(ex, track: str) -> str:
     t = ex.track(track)
+    functions = ex.functions(track)
+    if functions:  # several plain functions (the python track)
+        return "; ".join(_call(name, f) for name, f in functions.items())
     if track == "numpy" or t.get("style") == "function":
         defaults = t.get("defaults", {})
         kwargs = [f"{k}={defaults.get(k)!r}" for k in t.get("kwargs", [])]
@@ -70,10 +73,16 @@ def _signature(ex, track: str) -> str:
     return f"class {t['entry']}(nn.Module): __init__(self, {init}); forward({fwd})"
 
 
+def _call(name: str, spec: dict) -> str:
+    defaults = spec.get("defaults", {})
+    kwargs = [f"{k}={defaults.get(k)!r}" for k in spec.get("kwargs", [])]
+    return f"{name}({', '.join(spec.get('args', []) + kwargs)})"
+
+
 def exercise_summary(name: str) -> dict:
     ex = get_exercise(name)
     return {"name": ex.name, "title": ex.title, "summary": ex.summary,
-            "tracks": {t: {"entry": ex.entry(t), "signature": _signature(ex, t)} for t in TRACKS}}
+            "tracks": {t: {"entry": ex.entry_label(t), "signature": _signature(ex, t)} for t in ex.track_names}}
 
 
 def exercise_detail(name: str) -> dict:
@@ -83,9 +92,10 @@ def exercise_detail(name: str) -> dict:
     return d
 
 
-def stub_text(name: str, track: str) -> str:
+def stub_text(name: str, track: str | None = None) -> str:
+    """The stub of one of the exercise's tracks (default: its first); UsageError for a track it does not offer."""
     ex = get_exercise(name)
-    check_track(track)
+    track = ex.check_track(track or ex.default_track)
     return ex.stub_path(track).read_text(encoding="utf-8")
 
 
@@ -93,10 +103,19 @@ def unchanged_stub(name: str, source: str) -> str | None:
     """The track whose stub ``source`` is, unchanged (whitespace aside), or None."""
     ex = get_exercise(name)
     norm = lambda t: "\n".join(ln.rstrip() for ln in t.strip().splitlines())  # noqa: E731
-    for track in TRACKS:
+    for track in ex.track_names:
         if norm(source) == norm(ex.stub_path(track).read_text(encoding="utf-8")):
             return track
     return None
+
+
+def default_track(name: str) -> str:
+    return get_exercise(name).default_track
+
+
+def check_exercise_track(name: str, track: str) -> str:
+    """``track`` (not auto) is one the exercise offers; UsageError with the ones it does otherwise."""
+    return get_exercise(name).check_track(track)
 
 
 def check_track(track: str, allow_auto: bool = False) -> str:

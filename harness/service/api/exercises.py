@@ -28,16 +28,16 @@ def list_exercises(who: Principal = Depends(principal)):
 
 @router.get("/{name}", response_model=ExerciseDetail, responses=error_responses(401, 404))
 def get_exercise(name: str, who: Principal = Depends(principal)):
-    """The prompt (markdown) and the signatures of both tracks."""
+    """The prompt (markdown) and the signatures of its tracks."""
     return grading.exercise_detail(_known(name))
 
 
 @router.get("/{name}/stub", response_class=PlainTextResponse,
             responses={200: {"description": "the stub", "content": {"text/x-python": {"schema": {"type": "string"}}}},
                        **error_responses(401, 404, 422)})
-def get_stub(name: str, track: str = Query("numpy", max_length=16), who: Principal = Depends(principal)):
-    """The file to start from, for one track."""
+def get_stub(name: str, track: str | None = Query(None, max_length=16), who: Principal = Depends(principal)):
+    """The file to start from, for one track (default: the exercise's first)."""
     name = _known(name)
-    track = track_or_422(track, allow_auto=False)
+    track = track_or_422(track or grading.default_track(name), allow_auto=False, exercise=name)
     return PlainTextResponse(grading.stub_text(name, track), media_type="text/x-python; charset=utf-8",
                              headers={"Content-Disposition": f'attachment; filename="{name}_{track}.py"'})

@@ -32,7 +32,8 @@ MAX_WAIT = 60.0
 
 _EXERCISE = {"type": "string", "enum": grading.exercise_names(),
              "description": "an exercise name (GET /v1/exercises); anything else is a 422 with a suggestion"}
-_TRACK = {"type": "string", "enum": ["auto", "numpy", "torch"], "default": "auto"}
+_TRACK = {"type": "string", "enum": ["auto", *grading.TRACKS], "default": "auto",
+          "description": "auto, or one of the exercise's tracks (GET /v1/exercises); another is a 422"}
 _CALLBACK = {"type": "string", "pattern": "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[!-~]*)?$", "maxLength": 2000,
              "description": "http(s) URL POSTed the summary when grading ends (interviewer/admin tokens only)"}
 _MULTIPART_SCHEMA = {
@@ -163,7 +164,7 @@ def _limits(request: Request, candidate: str | None) -> None:
 def _intake(request: Request, who: Principal, fields: dict, data: bytes, filename: str, key: str | None):
     store = request.app.state.store
     exercise = exercise_or_422(fields["exercise"])
-    track = track_or_422(fields.get("track") or "auto")
+    track = track_or_422(fields.get("track") or "auto", exercise=exercise)
     try:
         source = grading.vet_source(data)
     except grading.UsageError as exc:

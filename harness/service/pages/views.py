@@ -152,7 +152,8 @@ def _exercises(request: Request, who: Principal, *, error: str | None = None, st
         chosen["track"] = "auto"
     mine = request.app.state.store.list_submissions(candidate=who.candidate, limit=20) if not who.is_staff else []
     resp = _render(request, "exercises.html", status, who=who, exercises=exercises, error=error, chosen=chosen,
-                   mine=[views.submission_view(r) for r in mine])
+                   mine=[views.submission_view(r) for r in mine], tracks=grading.TRACKS,
+                   track_labels={"numpy": "NumPy", "torch": "PyTorch", "python": "Python"})
     resp.headers.update(headers or {})
     return resp
 
