@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.exercises import all_exercises
-from tests.service.support import Server, make_tokens, submit, wait_done
+from tests.service.support import Server, make_tokens, store_rows, submit, wait_done
 
 ROOT = Path(__file__).resolve().parent.parent
 WRONG = (ROOT / "examples" / "mha_wrong_scale.py").read_text()
@@ -185,3 +185,19 @@ def test_kv_cache_and_flash_reports_have_plots(srv, page, exercise, ref, old, ne
     assert page.locator("#plots img[src^='data:image/png']").count() >= 2
     assert "grade batch" not in page.inner_text("body") and "No plot data" not in page.inner_text("body")
     page.locator("#plots").screenshot(path=str(SHOTS / f"ux-plots-{exercise}.png"))
+
+
+def test_an_interviewers_over_long_candidate_name_is_refused_on_the_page(srv, page, tmp_path):
+    upload = tmp_path / "mine.py"
+    upload.write_text(WRONG)
+    before = len(store_rows(srv.data_dir))
+    sign_in(page, srv, "ivy")
+    page.goto(srv.url + "/exercises")
+    page.fill("#candidate", "c" * 300)
+    page.select_option("#exercise", "masked_mha")
+    page.set_input_files("#file", str(upload))
+    page.click("#submit")
+    page.wait_for_load_state()
+    assert "candidate: at most 200 characters" in page.inner_text("#error")
+    assert page.input_value("#exercise") == "masked_mha"
+    assert len(store_rows(srv.data_dir)) == before

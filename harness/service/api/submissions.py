@@ -185,6 +185,8 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
         candidate = who.candidate
     else:
         candidate = fields.get("candidate")
+        if candidate is not None and len(candidate) > 200:   # the pages' form too (Postgres would refuse it later)
+            raise ApiError(422, "invalid", "candidate: at most 200 characters")
     resolved = grading.detect_track(source, exercise) if track == "auto" else track
     filename = (_FILENAME_BAD.sub("_", filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]) or "submission.py")[:200]
     seed = fields.get("seed") if fields.get("seed") is not None else 0   # the CLI's default
