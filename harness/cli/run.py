@@ -105,7 +105,7 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
             report.write(json_path)
         except GraderError as exc:
             fail(exc)
-    lines = render_summary(report)
+    lines = render_summary(report, more=" (see the JSON report)" if json_path else " (--json PATH writes them all)")
     for line in lines[:1] if quiet else lines:
         click.echo(style(line))
     sys.exit(EXIT_PASSED if report.verdict == "passed" else EXIT_FAILED)

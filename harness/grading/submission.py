@@ -8,11 +8,10 @@ import hashlib
 import re
 from pathlib import Path
 
+from gradekit.check import LIMIT_TEXT, MAX_SOURCE_BYTES as MAX_BYTES  # the one limit (the kit's too), one wording
 from harness.core.errors import SubmissionError
 from harness.core.exercises import Exercise
 
-MAX_BYTES = 1_000_000
-LIMIT_TEXT = f"1 MB ({MAX_BYTES:,} bytes)"   # the one way every message, page and schema states the limit
 BANNED_APIS = {"scaled_dot_product_attention": "F.scaled_dot_product_attention",
                "MultiheadAttention": "nn.MultiheadAttention",
                "multi_head_attention_forward": "F.multi_head_attention_forward"}

@@ -85,10 +85,14 @@ def exercise_summary(name: str) -> dict:
             "tracks": {t: {"entry": ex.entry_label(t), "signature": _signature(ex, t)} for t in ex.track_names}}
 
 
-def exercise_detail(name: str) -> dict:
+def exercise_detail(name: str, *, staff: bool = False) -> dict:
+    """The candidate's prompt; for staff (admin, interviewer) also the interviewer notes beside it (follow-up
+    questions with answers, the mistake catalogue), which no candidate token ever receives."""
     ex = get_exercise(name)
     d = exercise_summary(name)
     d["prompt"] = ex.prompt_path().read_text(encoding="utf-8")
+    notes = ex.prompt_path().with_name("interviewer.md")
+    d["interviewer_notes"] = notes.read_text(encoding="utf-8") if staff and notes.is_file() else None
     return d
 
 
@@ -134,15 +138,14 @@ def detect_track(source: str, exercise: str) -> str:
 def vet_source(data: bytes) -> str:
     """The submission's text, or UsageError for what `grade` refuses too (binary, not UTF-8, too large) and for
     an empty file (nothing to grade)."""
-    if len(data) > max_source_bytes():
-        raise UsageError(f"the submission is {len(data):,} bytes; a submission may be at most {size_limit_text()}",
-                         status=413)
-    if b"\x00" in data:
-        raise UsageError("the submission is a binary file (it contains NUL bytes)")
+    from gradekit.check import decode_source   # the candidate kit's check refuses the same files
+    from gradekit.exercises import KitUsageError
+
+    limit = max_source_bytes()
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"the submission is not UTF-8 text (byte {exc.start})") from None
+        text = decode_source(data, limit)
+    except KitUsageError as exc:
+        raise UsageError(str(exc), **({"status": 413} if len(data) > limit else {})) from None
     if not text.strip():
         raise UsageError("the submission is empty: send the .py file with your implementation")
     return text

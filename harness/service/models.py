@@ -87,6 +87,8 @@ class ExerciseSummary(BaseModel):
 
 class ExerciseDetail(ExerciseSummary):
     prompt: str
+    interviewer_notes: str | None = Field(None, description="Follow-up questions with answers and the mistakes the "
+                                                            "grader recognises: admin and interviewer tokens only")
 
 
 class TokenCreate(BaseModel):

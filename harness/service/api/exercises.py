@@ -28,8 +28,9 @@ def list_exercises(who: Principal = Depends(principal)):
 
 @router.get("/{name}", response_model=ExerciseDetail, responses=error_responses(401, 404))
 def get_exercise(name: str, who: Principal = Depends(principal)):
-    """The prompt (markdown) and the signatures of its tracks."""
-    return grading.exercise_detail(_known(name))
+    """The prompt (markdown) and the signatures of its tracks; for admin and interviewer tokens also the
+    interviewer notes (markdown)."""
+    return grading.exercise_detail(_known(name), staff=who.is_staff)
 
 
 @router.get("/{name}/stub", response_class=PlainTextResponse,

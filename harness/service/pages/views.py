@@ -135,8 +135,10 @@ def exercise_page(request: Request, name: str):
     if name not in grading.exercise_names():
         return _render(request, "message.html", 404, who=who, title="Not found",
                        message=f"No exercise {name!r}{grading.did_you_mean(name, grading.exercise_names())}")
-    ex = grading.exercise_detail(name)
-    return _render(request, "exercise.html", who=who, ex=ex, prompt_html=markdown.to_html(ex["prompt"], shift=1))
+    ex = grading.exercise_detail(name, staff=who.is_staff)
+    notes = ex.get("interviewer_notes")
+    return _render(request, "exercise.html", who=who, ex=ex, prompt_html=markdown.to_html(ex["prompt"], shift=1),
+                   notes_html=markdown.to_html(notes, shift=1) if notes else None)
 
 
 def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200,
