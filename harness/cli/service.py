@@ -5,7 +5,6 @@ GRADER_DATABASE_URL)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from pathlib import Path
 
@@ -79,17 +78,27 @@ def tokens_cmd():
 
 
 def _parse_expiry(value: str | None):
+    """The same forms as POST /v1/tokens' "expires": 30d, 12h, 90m, 45s or an ISO time."""
+    from harness.core.errors import UsageError
+    from harness.service.durations import parse_time
+
     if not value:
         return None
-    units = {"d": 86400, "h": 3600, "m": 60}
     try:
-        if value[-1] in units:
-            return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(
-                seconds=float(value[:-1]) * units[value[-1]])
-        t = dt.datetime.fromisoformat(value)
-        return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo else t
-    except ValueError:
-        _fail(f"--expires: {value!r} is neither a duration (30d, 12h, 90m) nor an ISO date", EXIT_USAGE)
+        return parse_time(value, "--expires")
+    except UsageError as exc:
+        _fail(exc.message, EXIT_USAGE)
+
+
+def store_note(data_dir, db) -> str:
+    """Which store a command wrote to: the SQLite file, or the Postgres server and database (no password)."""
+    s = Settings.resolve(data_dir, db)
+    if s.is_sqlite:
+        return f"store: SQLite {s.database_url.split('///', 1)[-1]}"
+    from sqlalchemy.engine import make_url
+
+    u = make_url(s.database_url)
+    return f"store: Postgres {u.host or 'localhost'}{':' + str(u.port) if u.port else ''}/{u.database}"
 
 
 def _open(data_dir, db):
@@ -102,36 +111,52 @@ def _open(data_dir, db):
 @store_options
 @click.option("--role", type=click.Choice(["admin", "interviewer", "candidate"]), required=True)
 @click.option("--name", required=True, help="Who holds it (for a candidate: the candidate's name).")
-@click.option("--candidate", help="Candidate name the token is bound to (default: --name).")
-@click.option("--expires", help="Lifetime (30d, 12h, 90m) or an ISO date; default never.")
-def tokens_create(data_dir, db, role, name, candidate, expires):
+@click.option("--candidate", help="Role candidate: the display name of a new candidate record (default: --name).")
+@click.option("--candidate-id", help="Role candidate: an existing candidate (cand_...) instead of a new one.")
+@click.option("--expires", help="Lifetime (30d, 12h, 90m, 45s) or an ISO date; default never.")
+def tokens_create(data_dir, db, role, name, candidate, candidate_id, expires):
     """Create a token and print its secret (shown once)."""
     store = _open(data_dir, db)
-    secret, row = store.create_token(role=role, name=name, candidate=candidate, expires_at=_parse_expiry(expires))
+    if candidate_id and role != "candidate":
+        _fail("--candidate-id is for --role candidate", EXIT_USAGE)
+    try:
+        secret, row = store.create_token(role=role, name=name, candidate=candidate, candidate_id=candidate_id,
+                                         expires_at=_parse_expiry(expires))
+    except ValueError as exc:
+        _fail(str(exc), EXIT_USAGE)
     click.echo(secret)
     click.echo(f"token {row['id']}: role {role}, name {name!r}"
-               + (f", candidate {row['candidate']!r}" if row["candidate"] else "")
-               + (f", expires {row['expires_at']:%Y-%m-%d %H:%M} UTC" if row["expires_at"] else ""), err=True)
+               + (f", candidate {row['candidate']!r} ({row['candidate_id']})" if row["candidate"] else "")
+               + (f", expires {row['expires_at']:%Y-%m-%d %H:%M} UTC" if row["expires_at"] else "")
+               + f" ({store_note(data_dir, db)})", err=True)
 
 
 @tokens_cmd.command("list")
 @store_options
 def tokens_list(data_dir, db):
-    """List tokens (never their secrets)."""
+    """List tokens (never their secrets), with a header."""
+    click.echo(store_note(data_dir, db), err=True)
+    click.echo(f"{'ID':>4}  {'ROLE':11} {'NAME':24} {'CANDIDATE':22} {'PREFIX':11}  STATE")
     for t in _open(data_dir, db).list_tokens():
-        state = "revoked" if t["revoked_at"] else ("expires " + f"{t['expires_at']:%Y-%m-%d}" if t["expires_at"]
+        state = "revoked" if t["revoked_at"] else ("expires " + f"{t['expires_at']:%Y-%m-%d %H:%M}" if t["expires_at"]
                                                    else "active")
-        click.echo(f"{t['id']:>4}  {t['role']:11} {t['name']:24} {t['candidate'] or '-':20} {t['prefix']}…  {state}")
+        click.echo(f"{t['id']:>4}  {t['role']:11} {t['name'][:24]:24} {t.get('candidate_id') or '-':22} "
+                   f"{t['prefix']}…  {state}")
 
 
 @tokens_cmd.command("revoke")
 @store_options
 @click.argument("token_id", type=int)
 def tokens_revoke(data_dir, db, token_id):
-    """Revoke token TOKEN_ID (see `grade tokens list`)."""
-    if not _open(data_dir, db).revoke_token(token_id):
-        _fail(f"no active token {token_id}", EXIT_USAGE)
-    click.echo(f"revoked token {token_id}")
+    """Revoke token TOKEN_ID (see `grade tokens list`) and end its sessions; never the last admin token."""
+    from harness.service.store import staff
+
+    try:
+        if not staff.revoke(_open(data_dir, db), token_id):
+            _fail(f"no active token {token_id}", EXIT_USAGE)
+    except staff.LastAdmin as exc:
+        _fail(str(exc), EXIT_USAGE)
+    click.echo(f"revoked token {token_id} ({store_note(data_dir, db)})")
 
 
 @tokens_cmd.command("webhook-secret")

@@ -94,7 +94,7 @@ def serve(settings: Settings, *, log_level: str = "info", announce=None) -> None
     if announce is not None:
         announce(store, sock.getsockname()[1])   # the port bound (--port 0 picks a free one)
     try:
-        config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, access_log=True,
+        config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False,
                                 proxy_headers=False, server_header=False, timeout_graceful_shutdown=10)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
