@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
 from harness.sandbox.base import WORKER_DIR, WORKER_FILES, DoctorCheck, Limits, Sandbox, WorkerHandle
 
@@ -505,7 +506,7 @@ class DockerSandbox(Sandbox):
         if docker_cli() is None:
             raise InfrastructureError("the `docker` command is not installed")
         parent = os.environ.get("GRADER_SANDBOX_TMPDIR") or None  # a path the engine's host can also see
-        workdir = tempfile.mkdtemp(prefix="grade-docker-", dir=parent)
+        workdir = tempfile.mkdtemp(prefix=scratch_prefix("docker"), dir=parent)
         exchange = None
         try:
             exchange = _exchange()

@@ -25,6 +25,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
 from harness.sandbox import cgroup
 from harness.sandbox.base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
@@ -182,7 +183,7 @@ def mount_isolation() -> bool:
 
 
 def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
-    probe = tempfile.mkdtemp(prefix="grade-probe-")
+    probe = tempfile.mkdtemp(prefix=scratch_prefix("probe"))
     try:
         box = os.path.join(probe, "box")
         for folder in (box, os.path.join(probe, ".worker")):
@@ -295,19 +296,10 @@ def reachable_docker_socket() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _sweep_scratch() -> None:
-    """Once per process: remove scratch folders (grade-<pid>-*) left by graders that were killed outright."""
-    root = Path(tempfile.gettempdir())
-    for folder in root.glob("grade-*-*"):
-        pid = folder.name.split("-")[1]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # its grader is still running
-        except ProcessLookupError:
-            shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            continue
+    """Once per process: remove scratch left by graders that were killed outright (harness/core/leftovers.py)."""
+    from harness.core.leftovers import sweep_scratch
+
+    sweep_scratch()
 
 
 class LocalSandbox(Sandbox):
@@ -321,7 +313,7 @@ class LocalSandbox(Sandbox):
                 f"refusing to run a submission in a local process inside a container that can reach the Docker "
                 f"socket {reachable_docker_socket()} (that would hand it the host); grade with --sandbox docker")
         _sweep_scratch()
-        workdir = tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-")
+        workdir = tempfile.mkdtemp(prefix=scratch_prefix())
         os.chmod(workdir, 0o700)
         worker_dir = os.path.join(workdir, ".worker")
         os.mkdir(worker_dir)
@@ -503,7 +495,7 @@ class Zygote:
             raise InfrastructureError("the local zygote needs the mount-namespace isolation (unshare), "
                                       "which this machine does not allow")
         _sweep_scratch()
-        self.workdir = tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-")
+        self.workdir = tempfile.mkdtemp(prefix=scratch_prefix())
         os.chmod(self.workdir, 0o700)
         worker_dir = os.path.join(self.workdir, ".worker")
         os.mkdir(worker_dir)

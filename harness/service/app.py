@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from harness.service import grading
 from harness.service.errors import ApiError
 from harness.service.metrics import Metrics
+from harness.service.report_cache import PageCache
 
 log = logging.getLogger("grader.api")
 # One limit: the submission's (grading.size_limit_text()). A request body may be twice that, room for the JSON
@@ -127,7 +128,10 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
                   responses={401: {"model": None}})
     app.state.settings, app.state.store, app.state.pool = settings, store, pool
     app.state.metrics = metrics or Metrics()
-    app.state.secret = store.server_secret("session")
+    app.state.pages = PageCache()
+    from harness.service.keys import server_key
+
+    app.state.secret = server_key(settings.data_dir, "session")
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
