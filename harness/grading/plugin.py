@@ -56,6 +56,9 @@ def _status_for(exc: BaseException) -> tuple[str, str, dict] | None:
     error, a fixture or suite helper raising, a warning turned into an error): never charged to the candidate."""
     if isinstance(exc, WorkerFault):
         return exc.status, exc.message, dict(exc.diagnostics)
+    if isinstance(exc, CandidateException) and exc.exc_type == "MissingEntryPoint":
+        # not an exception of the candidate's code: the file loads but lacks the function or class to call
+        return "error", f"missing entry point: {exc.exc_message}", {"exception": exc.exc_type, "phase": exc.phase}
     if isinstance(exc, CandidateException):
         where = {"import": "while importing your file", "init": "in __init__", "load": "while loading weights",
                  "forward": "in forward", "call": "in your function", "output": "while converting your output"}
@@ -179,8 +182,9 @@ class GraderPlugin:
         assert category in CATEGORIES, f"unknown category {category!r} on {item.nodeid}"
         max_points = float(meta.get("points", 1))
         doc = (getattr(item.function, "__doc__", None) or "").strip().splitlines()
-        if report.skipped:
-            status, message, diagnostics = "skipped", "", {}
+        if report.skipped:  # e.g. not assessable on this host: the suite says why
+            status, diagnostics = "skipped", {}
+            message = clean_text(str(call.excinfo.value.msg), 500) if call.excinfo is not None else ""
         elif call.excinfo is None:
             status, message, diagnostics = "passed", "", {}
         else:

@@ -28,7 +28,7 @@ from pathlib import Path
 from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
 from harness.sandbox import cgroup
-from harness.sandbox.base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
+from harness.sandbox.base import MALLOC_ENV, WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
 
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LD_LIBRARY_PATH")
 GRADER_PACKAGES = ("harness", "graders", "reference", "exercises")
@@ -222,7 +222,7 @@ def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
 def scrubbed_env(home: str) -> dict:
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1"}
+           "OPENBLAS_NUM_THREADS": "1", **MALLOC_ENV}
     env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
     return env
 
@@ -246,7 +246,31 @@ def _exchange():
     return Exchange.optional(Exchange.memfd)
 
 
-class LocalHandle(WorkerHandle):
+class _CgroupMeter:
+    """A local worker's memory as the host reads it: the counters of the worker's own cgroup (cold or forked)."""
+
+    cgroup = None
+
+    def memory_meter(self):
+        if getattr(self, "_meter", None) is None and self.cgroup is not None:
+            from harness.sandbox import memory_meter
+
+            group = self.cgroup
+            directory = group.dirs.get("memory") or (group.dirs.get("unified") if group.sup.memory else None)
+            self._meter = memory_meter.for_directory(directory, group.sup.version)
+        return getattr(self, "_meter", None)
+
+    def memory_meter_reason(self) -> str:
+        if self.cgroup is None:
+            sup = cgroup.support()
+            why = sup.reason if sup.version is None else "it was started without one"
+            return f"the local worker has no cgroup of its own ({why})"
+        if not self.cgroup.sup.memory:
+            return f"the local worker's cgroup has no memory controller ({self.cgroup.sup.reason})"
+        return "the local worker's cgroup memory counters cannot be read"
+
+
+class LocalHandle(_CgroupMeter, WorkerHandle):
     def __init__(self, proc: subprocess.Popen, workdir: str, group: "cgroup.WorkerCgroup | None" = None):
         self.proc = proc
         self.workdir = workdir
@@ -428,7 +452,7 @@ class ForkedProc:
     terminate = kill
 
 
-class ZygoteHandle(WorkerHandle):
+class ZygoteHandle(_CgroupMeter, WorkerHandle):
     """A single-use warm worker forked by a :class:`Zygote`."""
 
     namespaced = True

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from harness.core.case import Case
-from harness.session.channel import READ_BACK, WorkerSession
+from harness.session.channel import HOST_MEMORY, READ_BACK, WorkerSession
 from harness.core.errors import GraderError, WorkerFault
 from harness.core.exercises import Exercise
 from harness.worker import wire
@@ -68,7 +68,8 @@ class Result:
     flops: int | None = None
     tree: object = None                # a tuple output: nested lists of leaf indices (requests with "tree")
     leaves: list = dataclasses.field(default_factory=list)  # [(info, array or None)] per leaf of the tree
-    memory: dict | None = None         # call(memory=True): peak_bytes (+ method, per-library peaks)
+    memory: dict | None = None         # call(memory=True): the worker's own figure: peak_bytes (+ method, ...)
+    host_memory: dict | None = None    # call(memory=True): the host's figure from the worker's cgroup, or unavailable
     read_back: tuple = ()              # names in inputs_after the host read back itself (the rest: the worker's word)
     value: object = None               # call_function: the returned value (ints, tuples, dicts; wire.Opaque others)
 
@@ -204,8 +205,9 @@ class Candidate:
         """Call a function-style entry point (both tracks; exercise.json lists its ``args`` and ``kwargs`` by
         name): array arguments from ``arrays`` (tensors on the torch track), ints and bools from ``values``; a
         keyword whose value is None or absent is not passed. On the torch track ``grad_output`` makes every
-        array argument require grad and brings back their gradients by name; ``memory`` asks the worker for the
-        call's peak extra memory (``Result.memory``)."""
+        array argument require grad and brings back their gradients by name; ``memory`` measures the call's peak
+        extra memory: the host from the worker's cgroup (``Result.host_memory``), the worker itself beside it
+        (``Result.memory``, a diagnostic)."""
         self.calls += 1
         values = values or {}
         send: dict = {}
@@ -238,7 +240,7 @@ class Candidate:
         grads = gradients(out, args) if grad else {}
         inputs = inputs_after(out, args)
         return Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, memory=head.get(wire.MEMORY),
-                      read_back=tuple(head.get(READ_BACK, ())))
+                      read_back=tuple(head.get(READ_BACK, ())), host_memory=head.get(HOST_MEMORY))
 
     def call_function(self, function: str, values: dict) -> Result:
         """Call one of a "functions" track's plain functions (exercise.json's ``functions`` table lists its
