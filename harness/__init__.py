@@ -6,7 +6,7 @@
 ``harness.grade(...)`` is the library entry point (see :func:`harness.grading.engine.grade`).
 """
 
-__version__ = "0.1.0"
+from harness.core.version import __version__  # noqa: F401  (lives in core: nothing below imports this face)
 
 
 def grade(**kwargs):

@@ -23,8 +23,39 @@ def docker_ready() -> tuple[bool, str]:
     return True, ""
 
 
+# -- the matrix group ---------------------------------------------------------------------------------------
+# `python -m pytest` runs everything but the `matrix` group (pyproject's addopts: -m "not matrix"); CI runs that
+# group too, as a second invocation (.ci/run: python -m pytest -m matrix). The group: the gVisor (runsc) half of
+# every cross-runtime parametrisation and the red-team corpus through warm docker workers (found here, by their
+# parameters, so no test file has to say it), and whatever a file marks @pytest.mark.matrix (soak, load).
+# A handful of runsc cases stay in the default run, each for something only gVisor does (README "Tests").
+RUNSC_IN_DEFAULT_RUN = {
+    "tests/test_docker_sandbox.py::test_the_runtime_in_effect_is_the_one_asked_for[runsc]",
+    "tests/test_docker_sandbox.py::test_no_network[runsc]",
+    "tests/test_docker_sandbox.py::test_fork_loop_hits_pids_limit[runsc]",       # gVisor's threads in the pids cgroup
+    "tests/test_docker_sandbox.py::test_huge_allocation_is_a_memory_fault[runsc]",  # the address-space limit
+    "tests/test_docker_grading.py::test_references_grade_identically[runsc-mha-torch]",
+    "tests/test_redteam.py::test_redteam_case[docker-runsc-control_torch]",
+}
+
+
+def in_matrix(item) -> bool:
+    """Whether a collected test belongs to the matrix group (see above)."""
+    if item.get_closest_marker("matrix"):
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    values = [v for v in params.values() if isinstance(v, str)]
+    runsc = any(v == "runsc" or v.startswith("docker-runsc") for v in values)
+    return (runsc and item.nodeid not in RUNSC_IN_DEFAULT_RUN) or "docker-warm" in values
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects: the marks must be on the items by then
 def pytest_collection_modifyitems(config, items):
-    """Docker tests skip outside CI when no engine/image is ready; in CI (CI=true) they never skip."""
+    """Marks the matrix group; docker tests skip outside CI when no engine/image is ready (in CI, CI=true, they
+    never skip)."""
+    for item in items:
+        if in_matrix(item) and not item.get_closest_marker("matrix"):
+            item.add_marker(pytest.mark.matrix)
     if not any(item.get_closest_marker("docker") for item in items):
         return
     ok, why = docker_ready()
@@ -56,15 +87,15 @@ def grade_cli(tmp_path):
 @pytest.fixture
 def redis_url():
     """A clean database of the test Redis (GRADER_TEST_REDIS_URL, `bash .ci/redis-setup.sh` prints one) for this
-    test, flushed before and after; skipped with the reason when there is none, never in CI."""
-    import random
-
+    test, flushed before and after; skipped with the reason when there is none, never in CI. Each xdist worker
+    has a database of its own (``redis_db``), so tests running in parallel never flush each other's."""
     import redis
 
+    from tests.parallel import redis_db
     from tests.service.cluster import redis_url_or_skip
 
     base = redis_url_or_skip().rsplit("/", 1)[0]
-    url = f"{base}/{random.randint(1, 63)}"
+    url = f"{base}/{redis_db()}"
     client = redis.Redis.from_url(url)
     client.flushdb()
     yield url

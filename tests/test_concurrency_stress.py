@@ -74,6 +74,7 @@ class Churn(threading.Thread):
 
 
 @pytest.mark.slow
+@pytest.mark.matrix  # a soak run: CI's second invocation (README "Tests")
 def test_eight_graders_and_a_batch_at_once_with_tmp_churning(tmp_interpreter, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("GRADER_SANDBOX", "PYTHONPATH")}
     env["GRADER_SANDBOX"] = "local"

@@ -458,7 +458,11 @@ def test_sweep_removes_expired_containers(box, handles, tmp_path):
     DockerSandbox.sweep(older_than_s=3600)                   # a fresh container is left alone (others may go)
     assert h.name in _mine()
     time.sleep(1.1)
-    removed = DockerSandbox.sweep(older_than_s=0.5)           # it is "older than the longest run" now
+    # it is "older than the longest run" now; only this one is swept: other graders' containers (tests running
+    # beside this one under xdist, another grader on the machine) are younger than 0.5 s only by accident
+    assert DockerSandbox.sweep(older_than_s=0.5, name_prefix="grader-nobody-") == []
+    assert h.name in _mine()
+    removed = DockerSandbox.sweep(older_than_s=0.5, name_prefix=h.name)
     assert removed and h.name not in _mine()
     h.proc.wait(timeout=30)
     h.cleanup()

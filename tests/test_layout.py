@@ -4,6 +4,8 @@
     cli -> service -> reports --------------------------------> core
     cli -> kit -> core;  kit -> gradekit/ (the candidate kit's code: the standard library and NumPy only)
     grading -> graders/ -> core;  worker/ imports nothing of the grader (it runs inside the sandbox)
+    harness/__init__.py (the package's face: harness.grade, __version__) -> grading, core; imported by nothing
+    of the house (the version lives in core.version)
 
 The test reads every module's imports (function-level ones included) with the ast module and checks each
 against the layer it comes from; and that no cycle runs through module-level imports.
@@ -16,9 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# what each part may import, besides itself (the top-level `harness` package holds only __version__ and a lazy
-# `harness.grade` re-export, so it is importable from anywhere and imports nothing at module level)
+# what each part may import, besides itself. "face" is the top-level `harness` package (harness/__init__.py):
+# __version__ (from core.version) and a lazy `harness.grade` re-export from grading; no part imports it.
 ALLOWED = {
+    "face": {"core", "grading"},
     "core": set(),
     "worker": set(),
     "sandbox": {"core"},
@@ -37,6 +40,8 @@ def part_of(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] == "graders":
         return "graders"
+    if module == "harness":
+        return "face"
     if parts[0] == "harness" and len(parts) > 1 and parts[1] in ALLOWED:
         return parts[1]
     return None
@@ -158,6 +163,17 @@ def test_no_cycle_through_module_level_imports():
         if node not in state:
             cycle = visit(node)
             assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_version_lives_low_and_nothing_imports_the_face():
+    """Every part reads the version from core; ``import harness`` (the face) is for users, not for the house."""
+    import harness
+    from harness.core.version import __version__
+
+    assert harness.__version__ == __version__
+    face = [f"{path.relative_to(ROOT)}:{line}" for path in project_files() if module_name(path) != "harness"
+            for line, target in imports(path) if target == "harness"]
+    assert face == [], "imports of the package's face from inside the house: " + ", ".join(face)
 
 
 def test_the_checker_catches_a_wrong_import(tmp_path, monkeypatch):

@@ -292,6 +292,27 @@ def test_call_sends_back_gradients_of_the_tensor_arguments(tmp_path):
     assert np.allclose(result.grads["K"], v * g) and np.allclose(result.grads["V"], k * g)
 
 
+
+def test_call_honours_grad_output_for_tuple_outputs_and_keyword_tensors(tmp_path):
+    """The call op shares the forward op's backward: a tuple output's gradient applies to its first value, and
+    tensor arguments passed by keyword get their gradients back like positional ones."""
+    session = _worker(tmp_path, "torch", "f", """
+        import torch
+        def f(x, w=None):
+            return x * w + 1, (x.detach() * 0, "not a tensor")
+    """)
+    rng = np.random.default_rng(1)
+    x, w, g = (rng.standard_normal((1, 2, 3)) for _ in range(3))
+    try:
+        head, out = session.request({"op": "call", "args": [{"array": "x", "requires_grad": True}],
+                                     "kwargs": {"w": {"array": "w", "requires_grad": True}}, "tree": True,
+                                     "grad_output": wire.GRAD_OUTPUT}, {"x": x, "w": w, wire.GRAD_OUTPUT: g})
+    finally:
+        session.close()
+    assert head["tree"] == [0, [1, 2]] and np.allclose(out[wire.LEAF + "0"], x * w + 1)
+    assert np.allclose(out[wire.GRAD + "x"], w * g)        # from the first value of the tuple
+    assert np.allclose(out[wire.GRAD + "w"], x * g)        # a keyword tensor argument
+
 NUMPY_MEMORY = """
     import numpy as np
 

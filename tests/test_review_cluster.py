@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import random
 import zipfile
 
 import pytest
@@ -24,11 +23,12 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    from tests.parallel import redis_db
     from tests.service.cluster import NetHosts, WorkerProc, redis_url_or_skip
 
     tmp = tmp_path_factory.mktemp("reviewpg")
     pg = FreshPostgres(postgres_url_or_skip())
-    broker = f"{redis_url_or_skip().rsplit('/', 1)[0]}/{random.randint(1, 63)}"
+    broker = f"{redis_url_or_skip().rsplit('/', 1)[0]}/{redis_db(slot=2)}"   # this pytest process's own database
     __import__("redis").Redis.from_url(broker).flushdb()
     env = {"GRADER_DATABASE_URL": pg.url, "GRADER_BROKER_URL": broker}
     tokens = make_tokens(tmp / "data", ("interviewer", "ivy"), db=pg.url)

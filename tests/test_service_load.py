@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
+@pytest.mark.matrix  # a load run: CI's second invocation (README "Tests")
 def test_bounded_load_has_no_5xx_and_grades_everything():
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_service.py"), "--submissions", "60",
                         "--clients", "12", "--max-seconds", "600"], capture_output=True, text=True, timeout=900,

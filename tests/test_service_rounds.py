@@ -48,12 +48,11 @@ def srv(tmp_path_factory, request):
     tmp = tmp_path_factory.mktemp("rounds")
     data, pg, worker, env = tmp / "data", None, None, {}
     if request.param == "cluster":
-        import random
-
+        from tests.parallel import redis_db
         from tests.service.cluster import NetHosts, WorkerProc, redis_url_or_skip
 
         pg = FreshPostgres(postgres_url_or_skip())
-        broker = f"{redis_url_or_skip().rsplit('/', 1)[0]}/{random.randint(1, 63)}"
+        broker = f"{redis_url_or_skip().rsplit('/', 1)[0]}/{redis_db(slot=1)}"  # kept across this module's tests
         env = {"GRADER_DATABASE_URL": pg.url, "GRADER_BROKER_URL": broker}
         __import__("redis").Redis.from_url(broker).flushdb()
     tokens = make_tokens(data, ("admin", "boss"), ("interviewer", "ivy"), db=pg.url if pg else None)

@@ -169,11 +169,16 @@ def test_a_warm_worker_dying_before_boot_is_retried_with_another(tmp_path, monke
             handle = real_take(track, limits)
             if not killed:
                 handle.kill()
+                # kill() gives up waiting after a few seconds on a loaded machine; the worker must be dead (its
+                # zygote has reaped it) before the pool writes the submission, or it could read it and boot
+                # first. Wait for that death, however long it takes: no sleep, no race.
+                assert handle.proc.wait(timeout=120) is not None
                 killed.append(handle)
             return handle
 
         monkeypatch.setattr(pool, "_take", take_and_kill)
         report = grade(exercise="mha", submission=ref, track="numpy", sandbox=pool)
+        assert killed and killed[0].proc.poll() is not None
         assert report.verdict == "passed" and report.environment["worker_starts"] == 2
 
 

@@ -27,6 +27,36 @@ def softmax(scores, axis=-1, subtract_max=True):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def project(t, w, bias):
+    out = t @ w                                                      # (b, s, d_out)
+    return out if bias is None else out + bias
+
+
+def split(t, n, d_k, bugs):                                          # (b, s, n*d_k) -> (b, n, s, d_k)
+    if "split_without_transpose" in bugs:
+        return t.reshape(t.shape[0], n, t.shape[1], d_k)
+    return t.reshape(t.shape[0], t.shape[1], n, d_k).transpose(0, 2, 1, 3)
+
+
+def expand(t, rep, bugs):                                            # (b, g, t, d_k) -> (b, g*rep, t, d_k)
+    return np.tile(t, (1, rep, 1, 1)) if "gqa_tiled_heads" in bugs else np.repeat(t, rep, axis=1)
+
+
+def scale_of(d, d_k, bugs) -> float:
+    if "no_scale" in bugs:
+        return 1.0
+    if "scale_sqrt_d" in bugs:
+        return float(np.sqrt(d))
+    return float(np.sqrt(d_k))
+
+
+def merge(ctx, bugs):                                                # (b, n, s, d_k) -> (b, s, n*d_k)
+    b, n, s, d_k = ctx.shape
+    if "merge_without_transpose" in bugs:
+        return ctx.reshape(b, s, n * d_k)
+    return ctx.transpose(0, 2, 1, 3).reshape(b, s, n * d_k)
+
+
 def forward(x, wq, wk, wv, wo, h, *, y=None, g=None, mask=None, bq=None, bk=None, bv=None, bo=None,
             bugs=frozenset()):
     """Attention output (b, s_q, d) computed in x's dtype. ``y`` (b, s_k, d) supplies keys/values (cross)."""
@@ -41,31 +71,12 @@ def forward(x, wq, wk, wv, wo, h, *, y=None, g=None, mask=None, bq=None, bk=None
     s_k = src.shape[1]
     g = h if g is None else g
     d_k = d // h
-
-    def project(t, w, bias):
-        out = t @ w                                                  # (b, s, d_out)
-        return out if bias is None else out + bias
-
-    def split(t, n):                                                 # (b, s, n*d_k) -> (b, n, s, d_k)
-        if "split_without_transpose" in bugs:
-            return t.reshape(t.shape[0], n, t.shape[1], d_k)
-        return t.reshape(t.shape[0], t.shape[1], n, d_k).transpose(0, 2, 1, 3)
-
-    q = split(project(x, wq, bq), h)                                 # (b, h, s_q, d_k)
-    k = split(project(src, wk, bk), g)                               # (b, g, s_k, d_k)
-    v = split(project(src, wv, bv), g)                               # (b, g, s_k, d_k)
+    q = split(project(x, wq, bq), h, d_k, bugs)                      # (b, h, s_q, d_k)
+    k = split(project(src, wk, bk), g, d_k, bugs)                    # (b, g, s_k, d_k)
+    v = split(project(src, wv, bv), g, d_k, bugs)                    # (b, g, s_k, d_k)
     if g != h:
-        if "gqa_tiled_heads" in bugs:
-            k, v = np.tile(k, (1, h // g, 1, 1)), np.tile(v, (1, h // g, 1, 1))
-        else:
-            k, v = np.repeat(k, h // g, axis=1), np.repeat(v, h // g, axis=1)  # (b, h, s_k, d_k)
-
-    if "no_scale" in bugs:
-        scale = 1.0
-    elif "scale_sqrt_d" in bugs:
-        scale = float(np.sqrt(d))
-    else:
-        scale = float(np.sqrt(d_k))
+        k, v = expand(k, h // g, bugs), expand(v, h // g, bugs)      # (b, h, s_k, d_k)
+    scale = scale_of(d, d_k, bugs)
     scores = (q @ k.swapaxes(-1, -2)) / np.asarray(scale, dtype=dtype)  # (b, h, s_q, s_k)
 
     m = None if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), scores.shape)
@@ -91,11 +102,7 @@ def forward(x, wq, wk, wv, wo, h, *, y=None, g=None, mask=None, bq=None, bk=None
             p = softmax(np.where(m & ~full, -np.inf, np.where(full, 0, scores)), axis, stable)
             p = np.where(m, 0, p)                                    # (b, h, s_q, s_k)
         p = p.astype(dtype, copy=False)
-        ctx = p @ v                                                  # (b, h, s_q, d_k)
-    if "merge_without_transpose" in bugs:
-        ctx = ctx.reshape(b, s_q, h * d_k)
-    else:
-        ctx = ctx.transpose(0, 2, 1, 3).reshape(b, s_q, h * d_k)    # (b, s_q, d)
+        ctx = merge(p @ v, bugs)                                     # (b, h, s_q, d_k) -> (b, s_q, d)
     out = ctx if "missing_output_projection" in bugs else project(ctx, wo, bo)  # (b, s_q, d)
     if "input_mutated" in bugs and mask is not None and isinstance(mask, np.ndarray) and mask.flags.writeable:
         np.logical_not(mask, out=mask)                               # the bug: flips the caller's mask
@@ -120,41 +127,23 @@ def kv_step(x, wq, wk, wv, wo, h, g, cache=None, *, bq=None, bk=None, bv=None, b
         bq = bk = bv = bo = None
     b, s, d = x.shape
     d_k, rep = d // h, h // g
-
-    def project(t, w, bias):
-        out = t @ w                                                  # (b, s, d_out)
-        return out if bias is None else out + bias
-
-    def split(t, n):                                                 # (b, s, n*d_k) -> (b, n, s, d_k)
-        if "split_without_transpose" in bugs:
-            return t.reshape(t.shape[0], n, t.shape[1], d_k)
-        return t.reshape(t.shape[0], t.shape[1], n, d_k).transpose(0, 2, 1, 3)
-
-    def expand(t):                                                   # (b, g, t, d_k) -> (b, h, t, d_k)
-        return np.tile(t, (1, rep, 1, 1)) if "gqa_tiled_heads" in bugs else np.repeat(t, rep, axis=1)
-
-    q = split(project(x, wq, bq), h)                                 # (b, h, s, d_k)
-    k_new = split(project(x, wk, bk), g).astype(dtype, copy=False)   # (b, g, s, d_k)
-    v_new = split(project(x, wv, bv), g).astype(dtype, copy=False)   # (b, g, s, d_k)
+    q = split(project(x, wq, bq), h, d_k, bugs)                      # (b, h, s, d_k)
+    k_new = split(project(x, wk, bk), g, d_k, bugs).astype(dtype, copy=False)  # (b, g, s, d_k)
+    v_new = split(project(x, wv, bv), g, d_k, bugs).astype(dtype, copy=False)  # (b, g, s, d_k)
     empty = np.zeros((b, g, 0, d_k), dtype)
     k_old, v_old = (empty, empty) if cache is None else cache        # (b, g, t0, d_k) (h heads: its own mutant)
     t0 = k_old.shape[2]
     k_all = np.concatenate([k_old, k_new], axis=2)                   # (b, g, t, d_k)
     v_all = np.concatenate([v_old, v_new], axis=2)                   # (b, g, t, d_k)
     if k_old.shape[1] == g:
-        kh, vh = expand(k_all), expand(v_all)                        # (b, h, t, d_k)
+        kh, vh = expand(k_all, rep, bugs), expand(v_all, rep, bugs)  # (b, h, t, d_k)
     else:                                                            # a cache that already holds h heads
-        kh = np.concatenate([k_old, expand(k_new)], axis=2)
-        vh = np.concatenate([v_old, expand(v_new)], axis=2)
+        kh = np.concatenate([k_old, expand(k_new, rep, bugs)], axis=2)
+        vh = np.concatenate([v_old, expand(v_new, rep, bugs)], axis=2)
     if "kv_prefix_ignored" in bugs:
         kh, vh, t0 = kh[:, :, t0:], vh[:, :, t0:], 0
     t = kh.shape[2]
-    if "no_scale" in bugs:
-        scale = 1.0
-    elif "scale_sqrt_d" in bugs:
-        scale = float(np.sqrt(d))
-    else:
-        scale = float(np.sqrt(d_k))
+    scale = scale_of(d, d_k, bugs)
     scores = (q @ kh.swapaxes(-1, -2)) / np.asarray(scale, dtype=dtype)  # (b, h, s, t)
     anchor = 0 if "kv_mask_from_zero" in bugs else t0
     m = np.arange(t)[None, :] > anchor + np.arange(s)[:, None]       # (s, t) True = a future key
@@ -166,11 +155,7 @@ def kv_step(x, wq, wk, wv, wo, h, g, cache=None, *, bq=None, bk=None, bv=None, b
         full = m.all(axis=axis, keepdims=True)
         p = softmax(np.where(m & ~full, -np.inf, np.where(full, 0, scores)), axis, "no_max_subtraction" not in bugs)
         p = np.where(m, 0, p).astype(dtype, copy=False)              # (b, h, s, t)
-        ctx = p @ vh                                                 # (b, h, s, d_k)
-    if "merge_without_transpose" in bugs:
-        ctx = ctx.reshape(b, s, d)
-    else:
-        ctx = ctx.transpose(0, 2, 1, 3).reshape(b, s, d)            # (b, s, d)
+        ctx = merge(p @ vh, bugs)                                    # (b, h, s, d_k) -> (b, s, d)
     out = ctx if "missing_output_projection" in bugs else project(ctx, wo, bo)  # (b, s, d)
     out = out.astype(np.float64 if "dtype_promoted" in bugs else dtype, copy=False)
     new_cache = (k_all, v_all)                                       # (b, g, t, d_k) each

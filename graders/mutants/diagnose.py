@@ -21,8 +21,8 @@ from .catalog import applicable
 MATCH_TOL = {"float32": 2e-4, "float64": 1e-7}
 
 
-def _flash_mutant_output(case, bugs):
-    c = case.astype(np.float64)
+def _flash_mutant_output(obs, bugs):
+    c = obs.case.astype(np.float64)
     try:
         with np.errstate(all="ignore"):
             return flash_oracle.flash_forward(c.q, c.k, c.v, c.block, c.causal,
@@ -31,14 +31,8 @@ def _flash_mutant_output(case, bugs):
         return None
 
 
-def _dtype(case):
-    return case.dtype if isinstance(case, flash.FlashCase) else case.x.dtype
-
-
-def _mutant_output(case, bugs):
-    if isinstance(case, flash.FlashCase):
-        return _flash_mutant_output(case, bugs)
-    c = case.astype(np.float64)
+def _mutant_output(obs, bugs):
+    c = obs.case.astype(np.float64)
     mask = None if c.mask is None else np.array(c.mask)
     try:
         with np.errstate(all="ignore"):
@@ -63,6 +57,14 @@ def _kv_mutant_output(obs, bugs):
     return flatten(out, new if obs.info.get("parts") == "out+cache" else None)
 
 
+def _oracle_for(obs):
+    """The one place that tells which oracle an observation is explained by, and the dtype it was run in:
+    ``(mutant_output(obs, bugs), dtype)``. flash_attention's cases, a kv_cache call, or a forward of the rest."""
+    if isinstance(obs.case, flash.FlashCase):
+        return _flash_mutant_output, obs.case.dtype
+    return (_kv_mutant_output if obs.info.get("kv") else _mutant_output), obs.case.x.dtype
+
+
 def _matches(out, expected, dtype) -> tuple[bool, float]:
     if expected is None or out.shape != expected.shape:
         return False, float("inf")
@@ -80,8 +82,8 @@ def _matches(out, expected, dtype) -> tuple[bool, float]:
 def _explains(bugs: frozenset, observations, failed_tests: set) -> dict | None:
     worst, tests, wrong = 0.0, set(), 0
     for obs in observations:
-        expected = _kv_mutant_output(obs, bugs) if obs.info.get("kv") else _mutant_output(obs.case, bugs)
-        ok, dev = _matches(obs.out, expected, _dtype(obs.case))
+        mutant_output, dtype = _oracle_for(obs)
+        ok, dev = _matches(obs.out, mutant_output(obs, bugs), dtype)
         if not ok:
             return None
         worst = max(worst, dev)

@@ -7,7 +7,7 @@ import json
 import platform
 import re
 
-from harness import __version__
+from harness.core.version import __version__
 from harness.batch.plan import BatchOptions, Item
 from harness.core.errors import GraderError
 from harness.core.exercises import TRACKS, get_exercise

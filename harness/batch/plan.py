@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from harness import __version__
+from harness.core.version import __version__
 from harness.core.errors import GraderError, UsageError
 
 _SLUG_BAD = re.compile(r"[^A-Za-z0-9._-]+")

@@ -12,7 +12,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Callable
 
-from harness import __version__
+from harness.core.version import __version__
 from harness.core.errors import GraderError, InfrastructureError, UsageError
 from harness.core.exercises import Exercise, check_track, get_exercise
 from harness.core.report import Diagnosis, Report, TestResult

@@ -49,7 +49,7 @@ RUNSC_MEMORY_OVERHEAD_MB = 256  # runsc: cgroup memory for gVisor itself, beyond
 
 
 def _version() -> str:
-    from harness import __version__
+    from harness.core.version import __version__
 
     return __version__
 
@@ -386,8 +386,9 @@ class DockerSandbox(Sandbox):
 
     # -- housekeeping -------------------------------------------------------------------------------------
     @staticmethod
-    def sweep(*, older_than_s: float | None = None) -> list[str]:
-        """Remove labelled grader containers past their deadline (or older than ``older_than_s``)."""
+    def sweep(*, older_than_s: float | None = None, name_prefix: str = "") -> list[str]:
+        """Remove labelled grader containers past their deadline (or older than ``older_than_s``); with
+        ``name_prefix``, only those whose name starts with it (e.g. one grader's ``grader-<pid>-``)."""
         limit = max_run_s() if older_than_s is None else older_than_s
         removed = []
         try:
@@ -398,6 +399,8 @@ class DockerSandbox(Sandbox):
         now = time.time()
         try:
             for c in containers:
+                if name_prefix and not any(n.lstrip("/").startswith(name_prefix) for n in c.get("Names") or []):
+                    continue
                 labels = c.get("Labels") or {}
                 try:
                     started = float(labels.get(LABEL_STARTED, c.get("Created", now)))

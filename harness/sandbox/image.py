@@ -55,7 +55,7 @@ def build_image(*, base_image: str | None = None, wheels: str | Path | None = No
     """
     from docker.errors import APIError, BuildError, DockerException
 
-    from harness import __version__
+    from harness.core.version import __version__
     from harness.core.errors import InfrastructureError, UsageError
 
     say = progress or (lambda line: None)

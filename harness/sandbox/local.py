@@ -103,22 +103,11 @@ def keeps(cover: bool, hidden) -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
-def hidden_paths() -> tuple[str, ...]:
-    """What the worker must not see (when a mount namespace is available): every top-level folder but the
-    system ones, the grader's own packages and a source checkout holding them wherever they are, and a few
-    credential files. A hidden folder that holds something in :func:`_needed` is covered all the same, and the
-    needed folders are mounted back inside it (:func:`keeps`); /tmp is replaced, not hidden."""
+def _grader_dirs() -> frozenset[str]:
+    """The grader's own packages and a source checkout holding them, wherever they are: they cannot move
+    while this process runs, so they are looked up once."""
     import importlib.util
 
-    found: set[str] = set()
-    try:
-        top = os.listdir("/")
-    except OSError:
-        top = []
-    for name in top:
-        path = os.path.join("/", name)
-        if name not in SYSTEM_DIRS and os.path.isdir(path) and not os.path.islink(path):
-            found.add(path)
     packages = set()
     for name in GRADER_PACKAGES:
         try:
@@ -128,10 +117,32 @@ def hidden_paths() -> tuple[str, ...]:
         for loc in (spec.submodule_search_locations or []) if spec else []:
             if os.path.isdir(loc):
                 packages.add(os.path.realpath(loc))
-    found |= packages
+    found = set(packages)
     for parent in {os.path.dirname(d) for d in packages}:
         if any(os.path.exists(os.path.join(parent, m)) for m in ("pyproject.toml", "setup.py", ".git")):
             found.add(parent)
+    return frozenset(found)
+
+
+def hidden_paths() -> tuple[str, ...]:
+    """What the worker must not see (when a mount namespace is available): every top-level folder but the
+    system ones, the grader's own packages and a source checkout holding them wherever they are, and a few
+    credential files. A hidden folder that holds something in :func:`_needed` is covered all the same, and the
+    needed folders are mounted back inside it (:func:`keeps`); /tmp is replaced, not hidden.
+
+    Computed anew for every worker (and zygote) start — a listing of ``/``, microseconds: a folder made after
+    a long-running grader (`grade serve`) started is hidden like the others (a warm pool replaces a zygote
+    whose list is out of date, :meth:`Zygote.stale`)."""
+    found: set[str] = set()
+    try:
+        top = os.listdir("/")
+    except OSError:
+        top = []
+    for name in top:
+        path = os.path.join("/", name)
+        if name not in SYSTEM_DIRS and os.path.isdir(path) and not os.path.islink(path):
+            found.add(path)
+    found |= _grader_dirs()
     found.update(p for p in SENSITIVE if os.path.exists(p))
     tmp = os.path.realpath("/tmp")
     found = {d for d in found if d != "/" and not _inside(tmp, d)}
@@ -151,7 +162,7 @@ def _probe_cache() -> Path | None:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return None
-    from harness import __version__
+    from harness.core.version import __version__
 
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attn-grader"
     import hashlib
@@ -529,7 +540,8 @@ class Zygote:
         os.mkdir(box)
         cover = cover_tmp()
         root = "/tmp" if cover else box
-        hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(self.workdir), d)]
+        self.hidden_from = hidden_paths()  # what its namespace hides: stale() once a new folder appears
+        hidden = [d for d in self.hidden_from if cover or not _inside(os.path.realpath(self.workdir), d)]
         keep = [k for k in keeps(cover, hidden) if _inside(k, root)]
         host_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = host_end
@@ -616,6 +628,17 @@ class Zygote:
     # -- the API ------------------------------------------------------------------------------------------
     def alive(self) -> bool:
         return not self.dead and (self.proc is None or self.proc.poll() is None)
+
+    def stale(self) -> bool:
+        """Whether what its namespace hides is out of date (a top-level folder made since it started): its
+        forks would see that folder (one removed since is no reason). An attached zygote (a batch's) is its
+        owner's to judge."""
+        return self.proc is not None and not set(hidden_paths()) <= set(getattr(self, "hidden_from", ()))
+
+    def busy(self) -> bool:
+        """Whether a worker it forked is still running (closing the zygote would kill it)."""
+        with self._lock:
+            return any(p.returncode is None for p in self._procs.values())
 
     def connect(self) -> int:
         """A new control connection to this zygote, as an inheritable descriptor for another process (which

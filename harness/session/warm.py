@@ -83,6 +83,7 @@ class WarmPool(Sandbox):
         self._idle: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
         self._filling: collections.Counter = collections.Counter()
         self._zygotes: dict[str, object] = {}
+        self._outdated: list = []  # zygotes replaced because what they hide is stale: closed once none is busy
         self._starting: set = set()  # warm workers started, not yet idle: close() stops them too
         self._retiring: set = set()  # used containers being killed and removed in the background
         self._remover = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="warm-retire")
@@ -183,7 +184,8 @@ class WarmPool(Sandbox):
                 queue = self._idle[key]
                 while queue:
                     handle, born = queue.popleft()
-                    if handle.proc.poll() is None and time.monotonic() - born < self._max_idle_s():
+                    if (handle.proc.poll() is None and time.monotonic() - born < self._max_idle_s()
+                            and not _forked_by_stale_zygote(handle)):
                         return handle
                     self.stats["replaced"] += 1
                     _discard(handle)
@@ -267,11 +269,19 @@ class WarmPool(Sandbox):
 
         with self._lock:
             zygote = self._zygotes.get(track)
-            if zygote is not None and zygote.alive():
+            outdated = zygote is not None and zygote.alive() and zygote.stale()
+            if zygote is not None and zygote.alive() and not outdated:
                 return zygote
             self._zygotes.pop(track, None)
-        if zygote is not None:  # dead or misbehaving: replaced
+            if outdated:  # a folder appeared that its forks would see: a new zygote hides it too
+                self._outdated.append(zygote)
+            done = [z for z in self._outdated if not z.busy()]  # the old one goes once its workers are done
+            self._outdated = [z for z in self._outdated if z not in done]
+        for gone in done:
+            gone.close()
+        if zygote is not None and not outdated:  # dead or misbehaving: replaced
             zygote.close()
+        if zygote is not None:
             self.stats["replaced"] += 1
         fd = _inherited_connections().pop(track, None) if zygote is None else None
         if fd is not None:  # the batch's zygote for this track, shared with the batch's other grading processes
@@ -303,7 +313,7 @@ class WarmPool(Sandbox):
         and the used containers it is still removing (see :meth:`drain`)."""
         with self._lock:
             handles = [h for q in self._idle.values() for h, _ in q] + list(self._starting) + list(self._retiring)
-            pids = [z.proc.pid for z in self._zygotes.values() if z.proc is not None]
+            pids = [z.proc.pid for z in [*self._zygotes.values(), *self._outdated] if z.proc is not None]
         pids += [h.proc.pid for h in handles if getattr(h.proc, "pid", None)]
         return {"pids": pids, "containers": [n for n in (getattr(h, "name", None) for h in handles) if n]}
 
@@ -317,8 +327,9 @@ class WarmPool(Sandbox):
             idle = [h for q in self._idle.values() for h, _ in q] + list(self._starting)
             self._idle.clear()
             self._starting.clear()
-            zygotes = list(self._zygotes.values())
+            zygotes = list(self._zygotes.values()) + self._outdated
             self._zygotes.clear()
+            self._outdated = []
         for handle in idle:
             _discard(handle)
         self._remover.shutdown(wait=True)                       # used containers: killed and removed
@@ -413,6 +424,12 @@ def close_shared() -> None:
 
 
 # -- frames, before a session owns the worker -------------------------------------------------------------------
+def _forked_by_stale_zygote(handle: WorkerHandle) -> bool:
+    """An idle local worker whose zygote's namespace no longer hides everything it must (a new folder)."""
+    zygote = getattr(handle.proc, "zygote", None)
+    return zygote is not None and zygote.stale()
+
+
 def _discard(handle: WorkerHandle) -> None:
     try:
         handle.cleanup()

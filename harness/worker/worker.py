@@ -452,23 +452,14 @@ class Worker:
             return _error(exc, self.path, "call"), {}
         if req.get(wire.VALUE):  # plain values (the python track): a tagged JSON tree, no arrays
             return dict({"kind": wire.RESULT, wire.VALUE: wire.encode_value(out)}, **extra), {}
-        if req.get("tree"):
-            head, send, _ = self._describe_tree(out)
-            arr = None
-        else:
-            info, arr = self._describe_output(out)
-            head, send = {"output": info}, ({} if arr is None else {wire.OUT: arr})
-        grad_name = req.get("grad_output")
-        if grad_name and arr is not None and self.torch is not None and getattr(out, "requires_grad", False):
+        head, send, first, arr = self._output(req, out)
+        if req.get("grad_output") and arr is not None and self.torch is not None and getattr(first, "requires_grad", False):
             try:  # a function-style torch track: gradients of the tensor arguments sent with requires_grad
-                (out * self.torch.from_numpy(arrays[grad_name]).to(out.dtype)).sum().backward()
+                self._backward(req, arrays, first, args, kwargs, send)
             except MemoryError:
                 return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised in backward"}, {}
             except BaseException as exc:
                 return _error(exc, self.path, "backward"), {}
-            for spec, value in zip(req.get("args", []), args):
-                if spec.get("requires_grad") and isinstance(value, self.torch.Tensor) and value.grad is not None:
-                    send[wire.GRAD + spec['array']] = self._to_numpy(value.grad, self.torch)
         if req.get("return_inputs"):
             kind = np.ndarray if self.torch is None else (np.ndarray, self.torch.Tensor)
             for spec, value in zip(req.get("args", []), args):
@@ -476,6 +467,27 @@ class Worker:
             for k, value in kwargs.items():
                 self._inputs_after(send, req["kwargs"][k], value, kind)
         return dict({"kind": wire.RESULT}, **head, **extra), send
+
+    def _output(self, req: dict, out: object) -> tuple[dict, dict, object, np.ndarray | None]:
+        """The output described for the host (``head``), the arrays to send, and the value an upstream gradient
+        applies to with its array: the output itself, or a tuple output's first value (``tree`` requests)."""
+        if req.get("tree"):
+            head, send, leaves = self._describe_tree(out)
+            return head, send, (leaves[0] if leaves else None), send.get(wire.LEAF + "0")
+        info, arr = self._describe_output(out)
+        return {"output": info}, ({} if arr is None else {wire.OUT: arr}), out, arr
+
+    def _backward(self, req: dict, arrays: dict, out: object, args: list, kwargs: dict, send: dict) -> None:
+        """``sum(out * G).backward()`` for the request's ``grad_output`` G (its gradient wrt ``out`` is G; unlike
+        ``out.backward(G)`` it does not import sympy, ~0.5 s), then the gradient of every tensor argument sent
+        with ``requires_grad``, positional and keyword alike, as GRAD + its array's name."""
+        torch = self.torch
+        (out * torch.from_numpy(arrays[req["grad_output"]]).to(out.dtype)).sum().backward()
+        specs = [*zip(req.get("args", []), args), *((req["kwargs"][k], v) for k, v in kwargs.items())]
+        for spec, value in specs:
+            if isinstance(spec, dict) and spec.get("requires_grad") and isinstance(value, torch.Tensor):
+                if value.grad is not None:
+                    send[wire.GRAD + spec["array"]] = self._to_numpy(value.grad, torch)
 
     def _measured_call(self, target, args: list, kwargs: dict) -> tuple[object, dict]:
         """The call with its peak extra memory measured (request flag ``memory``): NumPy, the peak of what the
@@ -550,24 +562,11 @@ class Worker:
                     module(*args, **kwargs)
                 extra["flops"] = int(counter.get_total_flops())
             out = module(*args, **kwargs)
-            if req.get("tree"):  # a tuple output: the upstream gradient applies to its first value
-                tree_head, send, leaves = self._describe_tree(out)
-                extra.update(tree_head)
-                info = extra.pop("output")
-                out = leaves[0] if leaves else None
-                arr = send.get(wire.LEAF + "0")
-            else:
-                info, arr = self._describe_output(out)
-                if arr is not None:
-                    send[wire.OUT] = arr
-            grad_name = req.get("grad_output")
-            if grad_name and arr is not None:
-                # sum(out * G) has gradient G wrt out; unlike out.backward(G) it does not import sympy (~0.5 s)
-                (out * torch.from_numpy(arrays[grad_name]).to(out.dtype)).sum().backward()
-                for spec, value in zip(req.get("args", []), args):
-                    if spec.get("requires_grad") and isinstance(value, torch.Tensor):
-                        if value.grad is not None:
-                            send[wire.GRAD + spec['array']] = self._to_numpy(value.grad, torch)
+            head, send, first, arr = self._output(req, out)  # a tuple output: the gradient applies to its first value
+            extra.update(head)
+            info = extra.pop("output")
+            if req.get("grad_output") and arr is not None:
+                self._backward(req, arrays, first, args, kwargs, send)
                 for name, p in module.named_parameters():
                     if p.grad is not None:
                         send[wire.GRAD + wire.PARAM + name] = self._to_numpy(p.grad, torch)

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.parallel import subnet_octet
 from tests.service.support import free_port
 
 IN_CI = os.environ.get("CI") == "true"
@@ -65,7 +66,7 @@ class NetHosts:
 
     def __init__(self, n: int):
         self.tag = secrets.token_hex(2)
-        self.octet = random.randint(1, 250)
+        self.octet = subnet_octet(random.randrange(25))
         self.names = [f"ag{self.tag}{i}" for i in range(n)]
         self.available = False
         self.why = ""
