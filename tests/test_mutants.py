@@ -20,7 +20,9 @@ def test_bug_vocabulary_is_the_contract():
         "kv_cache_repeated_heads", "kv_mask_from_zero", "kv_no_causal_mask", "kv_prefix_ignored", "kv_cache_stale",
         "kv_cache_new_only", "kv_cache_swapped",
         "flash_no_rescale_acc", "flash_no_rescale_sum", "flash_no_final_divide", "flash_last_block_dropped",
-        "flash_causal_block_local", "flash_causal_bottom_right", "flash_full_scores"]
+        "flash_causal_block_local", "flash_causal_bottom_right", "flash_full_scores",
+        "precision_lowered", "missing_bias_q", "missing_bias_k", "missing_bias_v", "missing_bias_o",
+        "constructor_without_bias", "extra_bias", "layout_renamed"]
 
 
 @pytest.mark.slow

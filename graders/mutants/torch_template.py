@@ -15,13 +15,26 @@ BUGS = frozenset()
 class _Attention(nn.Module):
     def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True):
         super().__init__()
+        if "constructor_without_bias" in BUGS and bias is False:
+            raise TypeError("__init__() got an unexpected keyword argument 'bias'")
+        if "extra_bias" in BUGS:
+            bias = True
         self.h, self.g = n_heads, n_kv_heads or n_heads
         self.d_k = d_model // n_heads
         d_kv = self.g * self.d_k
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_kv, bias=bias)
-        self.w_v = nn.Linear(d_model, d_kv, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+        def has(t):
+            return bias and f"missing_bias_{t}" not in BUGS
+
+        self.w_q = nn.Linear(d_model, d_model, bias=has("q"))
+        self.w_k = nn.Linear(d_model, d_kv, bias=has("k"))
+        self.w_v = nn.Linear(d_model, d_kv, bias=has("v"))
+        self.w_o = nn.Linear(d_model, d_model, bias=has("o"))
+        if "layout_renamed" in BUGS:                                  # the bug: the projections named otherwise
+            for old, new in (("w_q", "q_proj"), ("w_k", "k_proj"), ("w_v", "v_proj"), ("w_o", "out_proj")):
+                layer = self._modules.pop(old)
+                self.add_module(new, layer)
+                object.__setattr__(self, old, layer)
 
     @staticmethod
     def _proj(lin, t):
@@ -65,6 +78,8 @@ class _Attention(nn.Module):
         axis = -2 if "softmax_wrong_axis" in BUGS else -1
 
         def softmax(s):
+            if "precision_lowered" in BUGS:                           # the bug: the softmax in float32
+                return torch.softmax(s.float(), dim=axis).to(s.dtype)
             if "no_max_subtraction" in BUGS:
                 e = torch.exp(s)
                 return e / e.sum(dim=axis, keepdim=True)
@@ -169,6 +184,8 @@ class KVCacheAttention(_Attention):
         if "no_max_subtraction" in BUGS:
             e = torch.exp(s)
             p = e / e.sum(dim=axis, keepdim=True)
+        elif "precision_lowered" in BUGS:                             # the bug: the softmax in float32
+            p = torch.softmax(s.float(), dim=axis).to(s.dtype)
         else:
             p = torch.softmax(s, dim=axis)
         ctx = p.masked_fill(m, 0.0) @ vh                              # (B, h, T, hs)
