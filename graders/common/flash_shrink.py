@@ -58,14 +58,15 @@ def shrink(candidate, case: FlashCase, dtype: str, record, kind: str) -> tuple[F
         changed = False
         d = best.describe()
         for name in ("b", "h", "s_q", "s_k", "d_k", "block_size"):
-            value = d[name]
-            for smaller in sorted({1, value // 2} - {value}):
-                if smaller < 1:
-                    continue
-                trial = _cut(best, **{name: smaller})
-                if still_fails(trial, best_dtype):
-                    best, changed = trial, True
-                    break
+            lo, hi = 0, d[name]                               # lo passes (0: not tried), hi fails
+            while hi - lo > 1:
+                mid = 1 if lo == 0 else (lo + hi) // 2      # the smallest value first, then bisect
+                if still_fails(_cut(best, **{name: mid}), best_dtype):
+                    hi = mid
+                else:
+                    lo = mid
+            if hi != d[name]:
+                best, changed = _cut(best, **{name: hi}), True
         if best.causal and still_fails(_cut(best, causal=False), best_dtype):
             best, changed = _cut(best, causal=False), True
         if best_dtype != "float64" and still_fails(best, "float64"):

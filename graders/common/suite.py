@@ -38,18 +38,18 @@ def padding_mask(rng, b: int, s_k: int, *, min_keep: int = 1) -> np.ndarray:
 
 
 def side_padding_mask(rng, b: int, s_k: int, side: str) -> np.ndarray:
-    """(b, 1, 1, s_k) key padding at the start of each row (``left``) or a stretch inside it (``middle``); every
-    row keeps at least its last key visible, and the first batch row always pads."""
+    """(b, 1, 1, s_k) key padding at the start of each row (``left``) or a stretch inside it (``middle``: the first
+    and the last key stay visible; below three keys there is no middle, so it pads on the left). Every row keeps
+    its last key visible, and the first batch row always pads."""
     mask = np.zeros((b, s_k), dtype=bool)
+    middle = side == "middle" and s_k >= 3
+    longest = s_k - 2 if middle else s_k - 1
     for i in range(b):
-        n = int(rng.integers(1, s_k)) if s_k > 1 else 0
-        if i == 0:
-            n = max(1, s_k - 2) if s_k > 1 else 0
-        if side == "left":
-            mask[i, :n] = True
-        else:
-            start = int(rng.integers(1, s_k - n)) if s_k - n > 1 else 0
-            mask[i, start:start + min(n, s_k - 1 - start)] = True
+        if longest < 1:
+            break
+        n = longest if i == 0 else int(rng.integers(1, longest + 1))
+        start = int(rng.integers(1, s_k - n)) if middle else 0
+        mask[i, start:start + n] = True
     return mask[:, None, None, :]
 
 
