@@ -67,6 +67,9 @@ def test_the_grader_says_what_a_fair_interviewer_would(name, tmp_path):
     if "failing_only" in want:
         extra = [t for t in failing if not _matches(t, want["failing_only"])]
         assert not extra, f"unexpected failures {extra}; {summary}"
+    if want.get("banned_api_called"):
+        banned = next(t for t in report.tests if t.id == "test_no_builtin_attention")
+        assert banned.status == "failed" and "tripwire fired" in banned.message, banned
     if want.get("banned_api_note"):
         banned = next(t for t in report.tests if t.id == "test_no_builtin_attention")
         assert banned.status == "passed" and "never called" in banned.message, banned

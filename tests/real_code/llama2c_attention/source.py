@@ -1,18 +1,13 @@
 import math
 import struct
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional, Tuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn 
-
-@dataclass
-class LoraArgs:
-    lora_r: int
-    lora_alpha: float
+from torch import nn
 
 @dataclass
 class ModelArgs:
@@ -27,7 +22,7 @@ class ModelArgs:
     norm_eps: float = 1e-5
     max_seq_len: int = 2048
     dropout: float = 0.0
-    lora_modules: Optional[dict[str, LoraArgs]] = field(default_factory = dict)
+
 
 class RMSNorm(torch.nn.Module):
     def __init__(self, dim: int, eps: float):
@@ -167,3 +162,4 @@ class Attention(nn.Module):
         output = self.wo(output)
         output = self.resid_dropout(output)
         return output
+
