@@ -197,11 +197,16 @@ def check_structure(candidate, case: Case, record=None) -> dict:
     if layout.deviations:
         for bug, detail in layout.deviations.items():
             if record is not None:
-                record.signature("structure", bug=bug, detail=detail)
+                record.signature("structure", bug=bug, detail=_detail(candidate, bug, detail))
         raise CheckFailure("the parameter layout differs from the contract: " + "; ".join(layout.deviations.values())
                            + ". The other tests grade the module as it is",
                            {**found, "deviations": sorted(layout.deviations)})
     return found
+
+
+def _detail(candidate, bug: str, detail: str) -> str:
+    """What the diagnosis adds to a structure bug's summary: the constructor's own words for a refused bias."""
+    return getattr(candidate, "bias_refused", None) or detail if bug == "constructor_without_bias" else detail
 
 
 def check_bias_kwarg(candidate, case: Case, record) -> None:
@@ -210,7 +215,8 @@ def check_bias_kwarg(candidate, case: Case, record) -> None:
         candidate.require_bias_kwarg(d=case.d, h=case.h, g=case.g)
     except AssertionError as exc:
         if getattr(exc, "diagnostics", {}).get("deviation") == "constructor_without_bias":
-            record.signature("structure", bug="constructor_without_bias", detail=str(exc))
+            record.signature("structure", bug="constructor_without_bias",
+                             detail=_detail(candidate, "constructor_without_bias", str(exc)))
         raise
 
 
@@ -231,7 +237,7 @@ def check_param_count(candidate, case: Case, record=None) -> None:
             why = "".join(f"; {v}" for v in deviations.values())
             for bug, detail in deviations.items():
                 if record is not None:
-                    record.signature("structure", bug=bug, detail=detail)
+                    record.signature("structure", bug=bug, detail=_detail(candidate, bug, detail))
         except AssertionError:
             pass
         raise CheckFailure(f"the module has {count} parameters, expected exactly {want} "

@@ -133,7 +133,7 @@ CATALOG += (
         "only to float32 precision (e.g. a softmax computed in float32), or come back as float32",
         "keep every intermediate in the input's dtype: no .float() around the softmax (or cast back before "
         "multiplying by V), no float32 buffers or constants in a float64 call",
-        exercises=TORCH_MODULES, detector="precision"),
+        exercises=TORCH_MODULES + FLASH, detector="precision"),
     *(Bug(f"missing_bias_{p}", f"the {name} projection has no bias: bias=True (the default) asks for one on every "
           "projection; the other tests graded it with that bias held at zero",
           f"build {layer} as nn.Linear(..., bias=bias) like the other projections",

@@ -151,8 +151,9 @@ def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis
         elif bug.detector == "structure":
             hits = [o for o in by_kind.get("structure", []) if o.info.get("bug") == bug.id]
             if hits:
-                found.append(Diagnosis(bug.id, f"{bug.summary} ({hits[0].info.get('detail', '')})".replace(" ()", ""),
-                                       bug.hint, {"tests": sorted({o.test_id for o in hits})}))
+                detail = hits[0].info.get("detail") or ""
+                found.append(Diagnosis(bug.id, f"{bug.summary}: {detail}" if detail else bug.summary, bug.hint,
+                                       {"tests": sorted({o.test_id for o in hits})}))
         elif bug.detector == "memory":
             hits = by_kind.get("memory", [])
             if hits:

@@ -225,7 +225,7 @@ def flash_attention(Q, K, V, block_size=64, causal=False):
         if causal:
             s = s.masked_fill(torch.arange(Tk)[None, :] > rows, float("-inf"))
         out = torch.softmax(s, dim=-1) @ V                            # (B, nh, Tq, hs)
-        return out.double() if "dtype_promoted" in BUGS else out
+        return _flash_dtype(out)
     m = Q.new_full((B, nh, Tq, 1), float("-inf"))                     # running max
     l = Q.new_zeros((B, nh, Tq, 1))                                   # running sum of exp
     acc = Q.new_zeros((B, nh, Tq, hs))                                # running sum of exp * V
@@ -252,4 +252,11 @@ def flash_attention(Q, K, V, block_size=64, causal=False):
         l = (l if "flash_no_rescale_sum" in BUGS else alpha * l) + p.sum(dim=-1, keepdim=True)
         acc = (acc if "flash_no_rescale_acc" in BUGS else alpha * acc) + p @ vb
     out = acc if "flash_no_final_divide" in BUGS else acc / l         # (B, nh, Tq, hs)
-    return out.double() if "dtype_promoted" in BUGS else out
+    return _flash_dtype(out)
+
+
+def _flash_dtype(out):
+    """The output's dtype: the input's, or a mutant's (dtype_promoted: float64; precision_lowered: float32)."""
+    if "dtype_promoted" in BUGS:
+        return out.double()
+    return out.float() if "precision_lowered" in BUGS else out
