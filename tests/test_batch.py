@@ -322,3 +322,23 @@ def test_summary_says_why_a_row_errored(tmp_path):
     rows = {name: next(ln for ln in r.stdout.splitlines() if f"subs/{name}.py" in ln) for name in ("crash", "binary")}
     assert "error" in rows["crash"] and "No module named 'no_such_module_anywhere'" in rows["crash"]
     assert "usage:" in rows["binary"] and "binary" in rows["binary"].split("usage:", 1)[1]
+
+
+def test_a_python_track_batch_with_warm_workers_and_gradescope(tmp_path):
+    """attention_cost through the batch: a zygote for the python track, one report per file, Gradescope output."""
+    from graders.mutants.build import write_mutant
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ref.py").write_text((ROOT / "reference" / "attention_cost_python.py").read_text())
+    write_mutant(subs, "attention_cost", "python", {"cost_wo_forgotten"})
+    out = tmp_path / "out"
+    r = batch(tmp_path, "subs", "--exercise", "attention_cost", "--out", out, "--sandbox", "local", "--gradescope")
+    assert r.returncode == 1, r.stderr
+    found = {slug: rs[0] for slug, rs in reports(out).items()}
+    assert len(found) == 2 and {d["track"] for d in found.values()} == {"python"}
+    by_verdict = {d["verdict"]: d for d in found.values()}
+    assert by_verdict["passed"]["score"] == by_verdict["passed"]["max_score"] > 0
+    assert [d["bug"] for d in by_verdict["failed"]["diagnosis"]] == ["cost_wo_forgotten"]
+    assert all(d["environment"].get("warm") for d in found.values())
+    assert len(list((out / "gradescope").glob("*/results.json"))) == 2

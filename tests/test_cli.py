@@ -27,13 +27,15 @@ def run():
     return invoke
 
 
-def test_list_shows_every_exercise_and_both_tracks(run):
+def test_list_shows_every_exercise_and_its_tracks(run):
     result = run("list")
     assert result.exit_code == 0
     for name, ex in all_exercises().items():
         assert name in result.output
-        assert ex.entry("numpy") in result.output and ex.entry("torch") in result.output
-    assert {"mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention"} == set(all_exercises())
+        assert all(f"{t}: {ex.entry_label(t)}" in result.output for t in ex.track_names)
+    assert {"mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention",
+            "attention_cost"} == set(all_exercises())
+    assert "python: shapes, params, gqa_params, flops, cross_flops, kv_cache_bytes, score_bytes" in result.output
 
 
 def test_start_writes_the_stub_and_refuses_to_overwrite(run, tmp_path):
@@ -44,6 +46,17 @@ def test_start_writes_the_stub_and_refuses_to_overwrite(run, tmp_path):
     assert again.exit_code == 2 and "--force" in again.stderr
     assert run("start", "gqa", "--track", "numpy", target, "--force").exit_code == 0
     assert "def gqa(" in target.read_text()
+
+
+def test_start_defaults_to_the_exercises_own_track(run, tmp_path):
+    target = tmp_path / "cost.py"
+    result = run("start", "attention_cost", target)
+    assert result.exit_code == 0, result.output
+    assert "def kv_cache_bytes(" in target.read_text() and "implement shapes, params" in result.output
+    wrong = run("start", "attention_cost", "--track", "torch", tmp_path / "x.py")
+    assert wrong.exit_code == 2 and "has no 'torch' track; choose python" in wrong.stderr
+    assert run("start", "mha", tmp_path / "m.py").exit_code == 0  # numpy, the first of mha's tracks
+    assert "def mha(" in (tmp_path / "m.py").read_text()
 
 
 def test_passing_run_exits_0_and_writes_a_valid_report(run, tmp_path):

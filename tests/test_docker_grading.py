@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from graders.mutants.build import write_mutant
+from harness.core.exercises import all_exercises
 from harness.sandbox.image import leftover_containers
 from harness.grading.engine import grade
 
@@ -14,7 +15,7 @@ from .helpers import statuses, validate, write
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
-EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention")
+REFERENCES = [(name, track) for name, ex in all_exercises().items() for track in ex.track_names]
 FAST = {"call_timeout_s": 3.0, "max_restarts": 1}
 
 
@@ -47,17 +48,18 @@ def both(path, track, exercise="mha", limits=None):
     return local, docker
 
 
-@pytest.mark.parametrize("track", ["numpy", "torch"])
-@pytest.mark.parametrize("exercise", EXERCISES)
+@pytest.mark.parametrize("exercise,track", REFERENCES, ids=[f"{e}-{t}" for e, t in REFERENCES])
 def test_references_grade_identically(exercise, track):
     local, docker = both(ROOT / "reference" / f"{exercise}_{track}.py", track, exercise)
     assert statuses(local) == statuses(docker)
     assert docker.verdict == "passed" and docker.score == docker.max_score
 
 
-@pytest.mark.parametrize("track,bug", [("numpy", "softmax_wrong_axis"), ("torch", "mask_after_softmax")])
-def test_a_failing_mutant_grades_identically(tmp_path, track, bug):
-    local, docker = both(write_mutant(tmp_path, "mha", track, {bug}), track)
+@pytest.mark.parametrize("exercise,track,bug", [("mha", "numpy", "softmax_wrong_axis"),
+                                                ("mha", "torch", "mask_after_softmax"),
+                                                ("attention_cost", "python", "cost_gqa_kv_with_h")])
+def test_a_failing_mutant_grades_identically(tmp_path, exercise, track, bug):
+    local, docker = both(write_mutant(tmp_path, exercise, track, {bug}), track, exercise)
     assert statuses(local) == statuses(docker)
     assert docker.verdict == "failed"
     assert [d.bug for d in docker.diagnosis] == [d.bug for d in local.diagnosis] == [bug]

@@ -2,6 +2,7 @@
 
     cli -> service -> batch -> grading -> session -> sandbox -> core
     cli -> service -> reports --------------------------------> core
+    cli -> kit -> core;  kit -> gradekit/ (the candidate kit's code: the standard library and NumPy only)
     grading -> graders/ -> core;  worker/ imports nothing of the grader (it runs inside the sandbox)
 
 The test reads every module's imports (function-level ones included) with the ast module and checks each
@@ -26,7 +27,8 @@ ALLOWED = {
     "reports": {"core"},
     "batch": {"core", "grading"},
     "service": {"core", "worker", "sandbox", "session", "grading", "reports", "batch"},
-    "cli": {"core", "worker", "sandbox", "session", "grading", "reports", "batch", "service"},
+    "cli": {"core", "worker", "sandbox", "session", "grading", "reports", "batch", "service", "kit"},
+    "kit": {"core"},
     "graders": {"core"},
 }
 
@@ -107,6 +109,19 @@ def test_the_worker_imports_nothing_of_the_grader():
             continue
         for line, target in imports(path):
             assert not target.startswith(("harness", "graders")), f"{path.name}:{line} imports {target}"
+
+
+def test_the_candidate_kit_imports_nothing_of_the_grader():
+    """gradekit/ becomes the candidate kit: the standard library, NumPy, torch (the torch track) and itself; the
+    one way up is its CLI handing the grader's own commands to the full package when that is installed."""
+    import sys
+
+    allowed = set(sys.stdlib_module_names) | {"numpy", "torch", "gradekit"}
+    for path in (ROOT / "gradekit").glob("*.py"):
+        for line, target in imports(path):
+            if path.name == "cli.py" and target.startswith("harness.cli"):
+                continue
+            assert target.split(".")[0] in allowed, f"gradekit/{path.name}:{line} imports {target}"
 
 
 def test_graders_import_only_the_core():

@@ -4,10 +4,11 @@ import pytest
 
 from graders.mutants.build import write_mutant
 from graders.mutants.catalog import CATALOG, applicable
+from harness.core.exercises import all_exercises
 from harness.grading.engine import grade
 
-EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention")
-COMBOS = [(ex, tr) for ex in EXERCISES for tr in ("numpy", "torch")]
+EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention", "attention_cost")
+COMBOS = [(ex, tr) for ex in EXERCISES for tr in all_exercises()[ex].track_names]
 TOTALS = {"mutants": 0, "killed": 0, "diagnosed": 0}
 
 
@@ -21,8 +22,16 @@ def test_bug_vocabulary_is_the_contract():
         "kv_cache_new_only", "kv_cache_swapped",
         "flash_no_rescale_acc", "flash_no_rescale_sum", "flash_no_final_divide", "flash_last_block_dropped",
         "flash_causal_block_local", "flash_causal_bottom_right", "flash_full_scores",
+        "cost_bias_forgotten", "cost_bias_per_head", "cost_params_grow_with_h", "cost_madd_one_flop",
+        "cost_wo_forgotten", "cost_s_squared_missing", "cost_s_squared_once", "cost_cross_kv_over_sq",
+        "cost_gqa_kv_with_h", "cost_kv_no_factor_two", "cost_kv_per_query_head", "cost_elements_not_bytes",
+        "cost_scores_without_heads", "cost_dk_as_d", "cost_heads_not_transposed", "cost_float_counts",
         "precision_lowered", "missing_bias_q", "missing_bias_k", "missing_bias_v", "missing_bias_o",
         "constructor_without_bias", "extra_bias", "layout_renamed"]
+
+
+def test_every_exercise_is_in_the_catalogue_test():
+    assert set(EXERCISES) == set(all_exercises())
 
 
 @pytest.mark.slow

@@ -23,11 +23,11 @@ def test_wheel_contains_the_data_files(tmp_path):
               "harness/sandbox/mount_setup.py", "harness/sandbox/mount_probe.py", "harness/sandbox/limits_probe.py",
               "harness/service/store/migrations/env.py", "harness/service/store/migrations/script.py.mako",
               "harness/service/store/migrations/versions/0001_initial.py",
-              "harness/service/pages/templates/base.html", "harness/service/pages/templates/list.html"}
-    for name in all_exercises():
-        needed |= {f"exercises/{name}/exercise.json", f"exercises/{name}/README.md",
-                   f"exercises/{name}/stub_numpy.py", f"exercises/{name}/stub_torch.py",
-                   f"reference/{name}_numpy.py", f"reference/{name}_torch.py"}
+              "harness/service/pages/templates/base.html", "harness/service/pages/templates/list.html",
+              "gradekit/runner.py", "gradekit/cli.py"}
+    for name, ex in all_exercises().items():
+        needed |= {f"exercises/{name}/exercise.json", f"exercises/{name}/README.md", f"exercises/{name}/interviewer.md"}
+        needed |= {f for track in ex.tracks for f in (f"exercises/{name}/stub_{track}.py", f"reference/{name}_{track}.py")}
         assert any(n.startswith(f"graders/{name}/test_") for n in names), f"suite for {name} missing"
     assert needed <= names, sorted(needed - names)
     assert not any(n.startswith("tests/") for n in names)

@@ -190,7 +190,15 @@ def test_expired_tokens_are_refused(srv):
 def test_exercises_prompt_and_stubs(srv):
     c = srv.client(srv.tokens["alice"])
     names = [e["name"] for e in c.get("/v1/exercises").json()]
-    assert set(names) == {"mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention"}
+    assert set(names) == {"mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention",
+                          "attention_cost"}
+    cost = c.get("/v1/exercises/attention_cost").json()
+    assert list(cost["tracks"]) == ["python"] and "params(d, h, bias=True)" in cost["tracks"]["python"]["signature"]
+    stub = c.get("/v1/exercises/attention_cost/stub")  # no track: the exercise's own
+    assert stub.status_code == 200 and "def kv_cache_bytes(" in stub.text
+    assert 'filename="attention_cost_python.py"' in stub.headers["content-disposition"]
+    r = c.get("/v1/exercises/attention_cost/stub", params={"track": "numpy"})
+    assert r.status_code == 422 and "has no 'numpy' track; choose python" in error_of(r)["message"]
     flash = c.get("/v1/exercises/flash_attention").json()["tracks"]
     assert flash["torch"]["signature"] == flash["numpy"]["signature"] == (
         "flash_attention(Q, K, V, block_size=64, causal=False)")
@@ -321,6 +329,20 @@ def test_metrics(srv, graded):
                    'grader_grading_seconds_bucket{exercise="mha",le="+Inf",sandbox="local",track="numpy"}',
                    "grader_grading_seconds_count", 'grader_rejections_total{reason='):
         assert needle in text, needle
+
+
+def test_the_python_track_is_graded_like_any_other(srv):
+    """attention_cost: detected, graded in a warm python worker, its mistake named; a track the exercise
+    does not offer is a 422 at intake."""
+    ivy = srv.client(srv.tokens["ivy"])
+    r = submit(ivy, "attention_cost", mutant("cost_kv_no_factor_two", "attention_cost", "python"), wait=60)
+    assert r.status_code == 200, r.text
+    s = r.json()
+    assert s["track"] == "python" and s["verdict"] == "failed" and 0 < s["score"] < s["max_score"]
+    validate(s["report"])
+    assert [d["bug"] for d in s["report"]["diagnosis"]] == ["cost_kv_no_factor_two"]
+    r = ivy.post("/v1/submissions", json={"exercise": "attention_cost", "source": REF, "track": "numpy"})
+    assert r.status_code == 422 and "has no 'numpy' track" in error_of(r)["message"]
 
 
 # -- bad input: a clear 4xx, a JSON body, nothing stored -------------------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.service.rounds import signed_in
 from tests.service.support import Server, make_tokens, store_rows, submit, wait_done
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,6 +88,9 @@ def test_candidate_flow(srv, page, tmp_path):
     stub = tmp_path / "stub.py"
     dl.value.save_as(stub)
     assert stub.read_text() == (ROOT / "exercises" / "gqa" / "stub_torch.py").read_text()
+    cost = page.inner_text("#ex-attention_cost")  # a one-track exercise of plain functions, and its track
+    assert "python" in cost and "kv_cache_bytes(b, t, n_layers, h, g, d_k, bytes_per_elem)" in cost
+    assert page.locator("#track option").all_inner_texts() == ["detect", "NumPy", "PyTorch", "Python"]
     upload = tmp_path / "my_mha.py"
     upload.write_text(WRONG)
     page.select_option("#exercise", "mha")
@@ -173,9 +177,13 @@ def test_candidate_text_is_escaped(srv, page):
 
 
 def test_forms_need_the_csrf_token_and_a_bad_token_does_not_sign_in(srv, page):
-    cookies = {"grader_session": srv.tokens["ivy"]}
     before = len(store_rows(srv.data_dir))
-    with httpx.Client(base_url=srv.url, cookies=cookies) as c:
+    with httpx.Client(base_url=srv.url) as c:
+        # a bearer token in the cookie is no session
+        c.cookies.set("grader_session", srv.tokens["ivy"])
+        assert c.get("/submissions").status_code == 303
+    with signed_in(srv.url, srv.tokens["ivy"]) as c:
+        assert c.cookies["grader_session"] != srv.tokens["ivy"]
         r = c.post("/submit", files={"file": ("x.py", REF.encode())}, data={"exercise": "mha"})
         assert r.status_code == 403
         sid = store_rows(srv.data_dir)[0]["id"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.exercises import all_exercises
 from tests.redteam.cases import CASES
 from tests.test_redteam import NEEDS_LOCAL_ISOLATION
 from tests.service.support import Server, make_tokens, submit, wait_done
@@ -28,8 +29,7 @@ REDTEAM = [c for c in CASES if not c.slow and not c.limits and c.name not in {
     and c.name not in NEEDS_LOCAL_ISOLATION
     and "@@" not in (ROOT / "tests" / "redteam" / f"{c.name}.py").read_text()
     and "timeout" not in (c.only or ()) + tuple(c.some)]
-MUTANTS = [(ex, tr) for ex in ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention")
-           for tr in ("numpy", "torch")]
+MUTANTS = [(name, tr) for name, ex in all_exercises().items() for tr in ex.track_names]
 
 
 @pytest.fixture(scope="module")

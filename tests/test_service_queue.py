@@ -205,11 +205,13 @@ def test_embedded_mode_shows_its_workers_and_queue_metrics(tmp_path):
                        "grader_redeliveries_total 0", "grader_lease_expiries_total 0",
                        'grader_broker_queue_depth{queue="interactive"}'):
             assert needle in metrics, needle
-        import httpx
+        from tests.service.rounds import signed_in
 
-        page = httpx.get(f"{server.url}/workers", cookies={"grader_session": tokens["ivy"]}, timeout=30)
+        with signed_in(server.url, tokens["ivy"]) as c:
+            page = c.get("/workers")
         assert page.status_code == 200 and "embedded" in page.text and w["id"] in page.text
-        denied = httpx.get(f"{server.url}/workers", cookies={"grader_session": tokens["cara"]}, timeout=30)
+        with signed_in(server.url, tokens["cara"]) as c:
+            denied = c.get("/workers")
         assert denied.status_code == 403
     finally:
         server.stop()

@@ -24,8 +24,14 @@ NUMPY_ENTRIES = {
 }
 
 
+COST_ORACLE = HERE.parent / "common" / "cost_oracle.py"     # attention_cost's mutants: the oracle with BUGS set
+PLAIN_MUTANTS = {"python": COST_ORACLE}                     # tracks whose mutant is a standalone oracle file
+
+
 def mutant_source(exercise: str, track: str, bugs) -> str:
     flags = f"BUGS = frozenset({sorted(bugs)!r})\n"
+    if track in PLAIN_MUTANTS:
+        return PLAIN_MUTANTS[track].read_text().replace("BUGS = frozenset()\n", flags, 1)
     if track == "numpy":
         base = FLASH_ORACLE if exercise == "flash_attention" else ORACLE
         return f"{base.read_text()}\n\n{flags}\n\n{NUMPY_ENTRIES[exercise]}"

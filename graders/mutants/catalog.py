@@ -16,6 +16,7 @@ class Bug:
     exercises: tuple = ALL_EXERCISES
     tracks: tuple = BOTH
     detector: str = "numeric"          # numeric: outputs match the mutant | dtype | mutation | memory: a signature
+    #                                    | value: plain answers match the mutant's (python track) | type
 
     def applies(self, exercise: str, track: str) -> bool:
         return exercise in self.exercises and track in self.tracks
@@ -124,6 +125,50 @@ CATALOG = tuple(dataclasses.replace(b, exercises=b.exercises + FLASH) if b.id in
         "compute the scores one block of keys at a time, (s_q, block_size) tiles folded into the running max, sum "
         "and accumulator; build the causal mask per block too", exercises=FLASH, detector="memory"),
 )
+
+# attention_cost (issue 26): the python track's plain counts. "value": the mutant's answer (graders/common/
+# cost_oracle.py with the bug switched on) equals the candidate's on every call of a function it got wrong;
+# "type": a count came back as a float.
+COST = ("attention_cost",)
+PY = ("python",)
+CATALOG = CATALOG + tuple(Bug(*fields, exercises=COST, tracks=PY, detector="value") for fields in (
+    ("cost_bias_forgotten", "your parameter count leaves out the biases (bias=True)",
+     "with bias=True each projection also has a bias vector as long as its output: d for W_q and W_o, g·d_k for "
+     "W_k and W_v"),
+    ("cost_bias_per_head", "your parameter count has the biases once per head",
+     "a bias belongs to a projection (one vector of its output width, shared by every head), not to each head"),
+    ("cost_params_grow_with_h", "your count grows with the number of heads: every head given full-width (d, d) "
+     "projections", "the heads split the columns of W_q, W_k, W_v (h heads of width d_k = d / h), so the "
+     "parameters (and the projections' FLOPs) are the same for any h"),
+    ("cost_madd_one_flop", "your FLOP count counts a multiply-add as 1 FLOP",
+     "a multiply-add is 2 FLOPs: an (m, k) x (k, n) product costs 2·m·k·n"),
+    ("cost_wo_forgotten", "your count leaves out the output projection W_o",
+     "after merging the heads the output is merged @ W_o: d² more parameters (+ d bias) and 2·b·s·d² more FLOPs"),
+    ("cost_s_squared_missing", "your FLOP count has no term in s²: the attention products are missing",
+     "add the attention itself: Q·Kᵀ and weights·V cost 2·b·h·s_q·s_k·d_k FLOPs each"),
+    ("cost_s_squared_once", "your FLOP count has only one of the two attention products (Q·Kᵀ or weights·V)",
+     "both Q·Kᵀ and weights·V cost 2·b·h·s_q·s_k·d_k FLOPs: 4·b·s_q·s_k·d together"),
+    ("cost_cross_kv_over_sq", "your cross-attention count projects keys and values over the s_q query tokens",
+     "in cross-attention K = Y W_k and V = Y W_v run over the s_k context tokens; only W_q and W_o run over s_q"),
+    ("cost_gqa_kv_with_h", "your GQA count gives W_k and W_v h heads instead of g groups",
+     "in GQA W_k and W_v produce g groups of width d_k: (d, g·d_k) each, so fewer parameters than MHA when g < h"),
+    ("cost_kv_no_factor_two", "your KV cache holds only one tensor: the factor 2 for K and V is missing",
+     "the cache keeps both K and V, each (b, g, t, d_k) per layer"),
+    ("cost_kv_per_query_head", "your KV cache is sized per query head (h) instead of per key/value group (g)",
+     "the cache stores K and V as computed, g groups of width d_k; that is what GQA/MQA save (h / g times less)"),
+    ("cost_elements_not_bytes", "your byte count is a number of elements: bytes_per_elem is missing",
+     "multiply the number of elements by bytes_per_elem (2 for fp16/bf16, 4 for fp32)"),
+    ("cost_scores_without_heads", "your score tensor has no head axis: (b, s, s) instead of (b, h, s, s)",
+     "every head has its own scores: (b, h, s_q, s_k), h times the elements of one head's"),
+    ("cost_dk_as_d", "your count takes the head width d_k as the model width d",
+     "a head is d_k = d / h wide: Q_heads is (b, h, s, d_k), and the h heads' attention together costs what "
+     "one head of width d would"),
+    ("cost_heads_not_transposed", "your split heads are (b, s, h, d_k): the head axis is not moved before s",
+     "after reshaping to (b, s, h, d_k) the heads are transposed to (b, h, s, d_k) so each head's scores are "
+     "(s, s)"),
+)) + (Bug("cost_float_counts", "your counts come back as floats (d / h is a float in Python)",
+          "use integer division, d_k = d // h, and keep every count an int: a float cannot hold large counts "
+          "exactly", exercises=COST, tracks=PY, detector="type"),)
 
 # Issue 29: deviations the grader grades around (each charged once, by the tests that exist for it).
 TORCH_MODULES = ALL_EXERCISES + KV

@@ -167,4 +167,8 @@ def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis
                 changed = sorted({n for o in hits for n in o.info.get("changed", [])})
                 found.append(Diagnosis(bug.id, f"{bug.summary}: {', '.join(changed)}", bug.hint,
                                        {"tests": sorted({o.test_id for o in hits}), "mutated": changed}))
+    if "value" in by_kind:  # the python track's plain answers (attention_cost): graders/mutants/values.py
+        from .values import diagnose_values
+
+        found += diagnose_values(bugs, by_kind["value"])
     return found

@@ -9,6 +9,8 @@ import re
 
 from harness import __version__
 from harness.batch.plan import BatchOptions, Item
+from harness.core.errors import GraderError
+from harness.core.exercises import TRACKS, get_exercise
 from harness.core.report import Report, is_infrastructure, load_valid_report, write_atomic
 from harness.core.text import clean_text
 
@@ -42,10 +44,18 @@ def _remove_stale(item: Item) -> None:
                 pass
 
 
+def _default_track(exercise: str) -> str:
+    """The exercise's first track (the report needs one), numpy for an exercise that does not exist."""
+    try:
+        return get_exercise(exercise).default_track
+    except GraderError:
+        return TRACKS[0]
+
+
 def error_report(item: Item, opts: BatchOptions, kind: str, message: str, seconds: float) -> dict:
     """A schema-valid report for a submission the engine could not grade (kind: usage | infrastructure)."""
-    track = item.key["track"] if item.key["track"] in ("numpy", "torch") else (
-        opts.track if opts.track in ("numpy", "torch") else "numpy")
+    track = item.key["track"] if item.key["track"] in TRACKS else (opts.track if opts.track in TRACKS else
+                                                                  _default_track(item.key["exercise"]))
     try:
         import numpy
 

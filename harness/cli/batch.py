@@ -10,12 +10,13 @@ import click
 
 from harness.cli.common import console, fail, runtime_option
 from harness.core.errors import EXIT_INTERRUPTED
+from harness.core.exercises import TRACKS
 from harness.reports.style import colour_of
 
 @click.command("batch", short_help="Grade a folder of submissions; one report each.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--exercise", "-e", required=True, help="Exercise every submission is graded against.")
-@click.option("--track", type=click.Choice(["auto", "numpy", "torch"]), default="auto", show_default=True,
+@click.option("--track", type=click.Choice(("auto", *TRACKS)), default="auto", show_default=True,
               help="Track to grade; auto detects it per file.")
 @click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default="auto", show_default=True, envvar="GRADER_SANDBOX",
               help="Where submissions run (each in its own worker / container).")

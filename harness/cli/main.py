@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from harness.cli import batch, report, run, sandbox, service
+from harness.cli import batch, kit, report, rounds, run, sandbox, service
 from harness.cli.common import fail
 from harness.core.errors import GraderError, InfrastructureError
 from harness.core.process import single_threaded_blas
@@ -62,6 +62,6 @@ def main():
 
 
 for command in (run.list_cmd, run.start, run.run, sandbox.sandbox, batch.batch_cmd, report.report_cmd,
-                report.compare_cmd, service.serve_cmd, service.tokens_cmd, service.submit_cmd,
-                service.worker_cmd, service.reconcile_cmd):
+                report.compare_cmd, service.serve_cmd, service.tokens_cmd, kit.submit_cmd, kit.login_cmd,
+                kit.check_cmd, kit.kit_cmd, service.worker_cmd, service.reconcile_cmd, rounds.rounds_cmd):
     main.add_command(command)

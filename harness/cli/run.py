@@ -9,6 +9,7 @@ import click
 
 from harness.cli.common import fail, runtime_option, style
 from harness.core.errors import EXIT_FAILED, EXIT_PASSED, GraderError, UsageError
+from harness.core.exercises import TRACKS
 
 RUN_EPILOG = """\b
 Examples:
@@ -36,10 +37,10 @@ Exit codes:
 @click.command("list", short_help="List the exercises, their tracks and entry points.")
 def list_cmd():
     """List the exercises, their tracks and what each asks for."""
-    from harness.core.exercises import TRACKS, all_exercises
+    from harness.core.exercises import all_exercises
 
     for ex in all_exercises().values():
-        entries = ", ".join(f"{t}: {ex.entry(t)}" for t in TRACKS)
+        entries = "; ".join(f"{t}: {ex.entry_label(t)}" for t in ex.track_names)
         click.echo(f"{ex.name:16} {ex.summary}")
         click.echo(f"{'':16} tracks: {entries}")
 
@@ -47,8 +48,8 @@ def list_cmd():
 @click.command(short_help="Write an exercise's stub to start from.")
 @click.argument("exercise")
 @click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--track", type=click.Choice(["numpy", "torch"]), default="numpy", show_default=True,
-              help="Which track's stub to write.")
+@click.option("--track", type=click.Choice(TRACKS), default=None,
+              help="Which track's stub to write (default: the exercise's first, e.g. numpy).")
 @click.option("--force", is_flag=True, help="Overwrite PATH if it exists.")
 def start(exercise, path, track, force):
     """Write the stub for EXERCISE to PATH (default: ./<exercise>_<track>.py)."""
@@ -56,19 +57,20 @@ def start(exercise, path, track, force):
 
     try:
         ex = get_exercise(exercise)
+        track = ex.check_track(track or ex.default_track)
     except GraderError as exc:
         fail(exc)
     path = path or Path(f"{ex.name}_{track}.py")
     if path.exists() and not force:
         fail(UsageError(f"{path} already exists; pass --force to overwrite it"))
     path.write_text(ex.stub_path(track).read_text())
-    click.echo(f"wrote {path}: implement {ex.entry(track)}, then run: grade {ex.name} {path}")
+    click.echo(f"wrote {path}: implement {ex.entry_label(track)}, then run: grade {ex.name} {path}")
 
 
 @click.command(short_help="Grade one file (`grade EXERCISE FILE` is short for it).", epilog=RUN_EPILOG)
 @click.argument("exercise")
 @click.argument("file", type=click.Path(path_type=Path))
-@click.option("--track", type=click.Choice(["auto", "numpy", "torch"]), default="auto", show_default=True,
+@click.option("--track", type=click.Choice(("auto", *TRACKS)), default="auto", show_default=True,
               help="Track to grade; auto detects it from what the file defines.")
 @click.option("--sandbox", type=click.Choice(["auto", "local", "docker"]), default="auto", show_default=True,
               envvar="GRADER_SANDBOX",
@@ -103,7 +105,7 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
             report.write(json_path)
         except GraderError as exc:
             fail(exc)
-    lines = render_summary(report)
+    lines = render_summary(report, more=" (see the JSON report)" if json_path else " (--json PATH writes them all)")
     for line in lines[:1] if quiet else lines:
         click.echo(style(line))
     sys.exit(EXIT_PASSED if report.verdict == "passed" else EXIT_FAILED)

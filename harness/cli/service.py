@@ -1,19 +1,17 @@
-"""CLI commands of the service: `grade serve`, `grade tokens ...`, `grade submit`. Registered in
+"""CLI commands of the service: `grade serve`, `grade tokens ...`, `grade worker`, `grade reconcile` (`grade
+submit` is harness/cli/kit.py, over the candidate kit's client). Registered in
 harness/cli/main.py. Every command that touches the store takes --data-dir / --db (GRADER_DATA_DIR /
 GRADER_DATABASE_URL)."""
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import sys
-import time
 from pathlib import Path
 
 import click
 
-from harness.cli.common import runtime_note, runtime_option, style
-from harness.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, EXIT_USAGE
+from harness.cli.common import runtime_note, runtime_option
+from harness.core.errors import EXIT_USAGE
 from harness.service.settings import BROKER_URL_ENV, DATA_DIR_ENV, DATABASE_URL_ENV, Settings
 
 
@@ -80,17 +78,27 @@ def tokens_cmd():
 
 
 def _parse_expiry(value: str | None):
+    """The same forms as POST /v1/tokens' "expires": 30d, 12h, 90m, 45s or an ISO time."""
+    from harness.core.errors import UsageError
+    from harness.service.durations import parse_time
+
     if not value:
         return None
-    units = {"d": 86400, "h": 3600, "m": 60}
     try:
-        if value[-1] in units:
-            return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(
-                seconds=float(value[:-1]) * units[value[-1]])
-        t = dt.datetime.fromisoformat(value)
-        return t.astimezone(dt.timezone.utc).replace(tzinfo=None) if t.tzinfo else t
-    except ValueError:
-        _fail(f"--expires: {value!r} is neither a duration (30d, 12h, 90m) nor an ISO date", EXIT_USAGE)
+        return parse_time(value, "--expires")
+    except UsageError as exc:
+        _fail(exc.message, EXIT_USAGE)
+
+
+def store_note(data_dir, db) -> str:
+    """Which store a command wrote to: the SQLite file, or the Postgres server and database (no password)."""
+    s = Settings.resolve(data_dir, db)
+    if s.is_sqlite:
+        return f"store: SQLite {s.database_url.split('///', 1)[-1]}"
+    from sqlalchemy.engine import make_url
+
+    u = make_url(s.database_url)
+    return f"store: Postgres {u.host or 'localhost'}{':' + str(u.port) if u.port else ''}/{u.database}"
 
 
 def _open(data_dir, db):
@@ -103,36 +111,52 @@ def _open(data_dir, db):
 @store_options
 @click.option("--role", type=click.Choice(["admin", "interviewer", "candidate"]), required=True)
 @click.option("--name", required=True, help="Who holds it (for a candidate: the candidate's name).")
-@click.option("--candidate", help="Candidate name the token is bound to (default: --name).")
-@click.option("--expires", help="Lifetime (30d, 12h, 90m) or an ISO date; default never.")
-def tokens_create(data_dir, db, role, name, candidate, expires):
+@click.option("--candidate", help="Role candidate: the display name of a new candidate record (default: --name).")
+@click.option("--candidate-id", help="Role candidate: an existing candidate (cand_...) instead of a new one.")
+@click.option("--expires", help="Lifetime (30d, 12h, 90m, 45s) or an ISO date; default never.")
+def tokens_create(data_dir, db, role, name, candidate, candidate_id, expires):
     """Create a token and print its secret (shown once)."""
     store = _open(data_dir, db)
-    secret, row = store.create_token(role=role, name=name, candidate=candidate, expires_at=_parse_expiry(expires))
+    if candidate_id and role != "candidate":
+        _fail("--candidate-id is for --role candidate", EXIT_USAGE)
+    try:
+        secret, row = store.create_token(role=role, name=name, candidate=candidate, candidate_id=candidate_id,
+                                         expires_at=_parse_expiry(expires))
+    except ValueError as exc:
+        _fail(str(exc), EXIT_USAGE)
     click.echo(secret)
     click.echo(f"token {row['id']}: role {role}, name {name!r}"
-               + (f", candidate {row['candidate']!r}" if row["candidate"] else "")
-               + (f", expires {row['expires_at']:%Y-%m-%d %H:%M} UTC" if row["expires_at"] else ""), err=True)
+               + (f", candidate {row['candidate']!r} ({row['candidate_id']})" if row["candidate"] else "")
+               + (f", expires {row['expires_at']:%Y-%m-%d %H:%M} UTC" if row["expires_at"] else "")
+               + f" ({store_note(data_dir, db)})", err=True)
 
 
 @tokens_cmd.command("list")
 @store_options
 def tokens_list(data_dir, db):
-    """List tokens (never their secrets)."""
+    """List tokens (never their secrets), with a header."""
+    click.echo(store_note(data_dir, db), err=True)
+    click.echo(f"{'ID':>4}  {'ROLE':11} {'NAME':24} {'CANDIDATE':22} {'PREFIX':11}  STATE")
     for t in _open(data_dir, db).list_tokens():
-        state = "revoked" if t["revoked_at"] else ("expires " + f"{t['expires_at']:%Y-%m-%d}" if t["expires_at"]
+        state = "revoked" if t["revoked_at"] else ("expires " + f"{t['expires_at']:%Y-%m-%d %H:%M}" if t["expires_at"]
                                                    else "active")
-        click.echo(f"{t['id']:>4}  {t['role']:11} {t['name']:24} {t['candidate'] or '-':20} {t['prefix']}…  {state}")
+        click.echo(f"{t['id']:>4}  {t['role']:11} {t['name'][:24]:24} {t.get('candidate_id') or '-':22} "
+                   f"{t['prefix']}…  {state}")
 
 
 @tokens_cmd.command("revoke")
 @store_options
 @click.argument("token_id", type=int)
 def tokens_revoke(data_dir, db, token_id):
-    """Revoke token TOKEN_ID (see `grade tokens list`)."""
-    if not _open(data_dir, db).revoke_token(token_id):
-        _fail(f"no active token {token_id}", EXIT_USAGE)
-    click.echo(f"revoked token {token_id}")
+    """Revoke token TOKEN_ID (see `grade tokens list`) and end its sessions; never the last admin token."""
+    from harness.service.store import staff
+
+    try:
+        if not staff.revoke(_open(data_dir, db), token_id):
+            _fail(f"no active token {token_id}", EXIT_USAGE)
+    except staff.LastAdmin as exc:
+        _fail(str(exc), EXIT_USAGE)
+    click.echo(f"revoked token {token_id} ({store_note(data_dir, db)})")
 
 
 @tokens_cmd.command("webhook-secret")
@@ -140,106 +164,6 @@ def tokens_revoke(data_dir, db, token_id):
 def tokens_webhook_secret(data_dir, db):
     """Print the secret webhooks are signed with (HMAC-SHA256)."""
     click.echo(_open(data_dir, db).server_secret("webhook"))
-
-
-# -- grade submit ------------------------------------------------------------------------------------------
-def _request(method: str, url: str, token: str | None, body: bytes | None = None, headers: dict | None = None,
-             timeout: float = 90.0):
-    import urllib.error  # here: every `grade` command would pay for urllib/http.client/email otherwise
-    import urllib.request
-
-    h = {"Accept": "application/json", **(headers or {})}
-    if token:
-        h["Authorization"] = f"Bearer {token}"
-    req = urllib.request.Request(url, data=body, method=method, headers=h)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        try:
-            data = json.loads(exc.read() or b"{}")
-        except ValueError:
-            data = {}
-        return exc.code, data
-
-
-@click.command("submit", short_help="Submit a file to a grading service and wait.")
-@click.argument("file", type=click.Path(path_type=Path))
-@click.option("--exercise", required=True)
-@click.option("--server", required=True, envvar="GRADER_SERVER", help="Base URL, e.g. http://127.0.0.1:8000")
-@click.option("--token", envvar="GRADER_TOKEN", help="Bearer token (env GRADER_TOKEN).")
-@click.option("--track", type=click.Choice(["auto", "numpy", "torch"]), default="auto", show_default=True)
-@click.option("--candidate", help="Candidate name (interviewer tokens; a candidate token implies its own).")
-@click.option("--seed", type=int, default=None)
-@click.option("--wait/--no-wait", default=False, help="Wait for the report and print the summary.")
-@click.option("--timeout", type=float, default=900.0, show_default=True, help="Seconds to wait at most.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the report.")
-@click.option("--quiet", "-q", is_flag=True)
-def submit_cmd(file, exercise, server, token, track, candidate, seed, wait, timeout, json_path, quiet):
-    """Send FILE to a grading server. With --wait: the same summary and exit codes as `grade run`
-    (0 passed, 1 failed, 2 bad input, 3 infrastructure)."""
-    import urllib.error
-
-    from harness.service import grading
-
-    if not token:
-        _fail("no token: pass --token or set GRADER_TOKEN", EXIT_USAGE)
-    try:
-        data = file.read_bytes()
-    except FileNotFoundError:
-        _fail(f"submission {str(file)!r} does not exist", EXIT_USAGE)
-    except IsADirectoryError:
-        _fail(f"submission {str(file)!r} is a directory, expected a .py file", EXIT_USAGE)
-    try:
-        source = grading.vet_source(data)
-    except grading.UsageError as exc:
-        _fail(exc.message, EXIT_USAGE)
-    base = server.rstrip("/")
-    body = {"exercise": exercise, "track": track, "source": source, "filename": file.name}
-    if candidate:
-        body["candidate"] = candidate
-    if seed is not None:
-        body["seed"] = seed
-    first_wait = min(60.0, timeout) if wait else 0
-    try:
-        status, answer = _request("POST", f"{base}/v1/submissions?wait={first_wait:g}", token,
-                                  json.dumps(body).encode(), {"Content-Type": "application/json"},
-                                  timeout=first_wait + 30)
-    except (urllib.error.URLError, OSError) as exc:
-        _fail(f"cannot reach {base}: {getattr(exc, 'reason', exc)}", EXIT_INFRA)
-    if status >= 400:
-        msg = answer.get("error", {}).get("message", f"HTTP {status}")
-        _fail(f"the server refused the submission (HTTP {status}): {msg}", EXIT_USAGE if status < 500 else EXIT_INFRA)
-    sub_id = answer["id"]
-    if not wait:
-        click.echo(f"submitted {sub_id}: {answer['status']}  ({base}{answer['links']['self']})")
-        return
-    deadline = time.monotonic() + timeout
-    while answer["status"] in ("queued", "running"):
-        if time.monotonic() > deadline:
-            _fail(f"{sub_id} not graded within {timeout:g} s (status {answer['status']})", EXIT_INFRA)
-        time.sleep(1.0)
-        try:
-            status, answer = _request("GET", f"{base}/v1/submissions/{sub_id}", token)
-        except (urllib.error.URLError, OSError) as exc:
-            _fail(f"cannot reach {base}: {getattr(exc, 'reason', exc)}", EXIT_INFRA)
-        if status >= 400:
-            _fail(f"HTTP {status} while waiting for {sub_id}", EXIT_INFRA)
-    if answer["status"] == "infrastructure_error":
-        _fail(f"{sub_id}: the grader failed: {answer.get('error')}", EXIT_INFRA)
-    report = answer.get("report")
-    if report is None:
-        status, report = _request("GET", f"{base}/v1/submissions/{sub_id}/report", token)
-        if status >= 400:
-            _fail(f"HTTP {status} while fetching the report of {sub_id}", EXIT_INFRA)
-    if json_path:
-        json_path.write_text(json.dumps(report, indent=2) + "\n")
-    lines = grading.summary_lines(report, audience="candidate" if report.get("tests") and any(
-        t.get("redacted") for t in report["tests"]) else "interviewer")
-    for line in lines[:1] if quiet else lines:
-        click.echo(style(line))
-    sys.exit(EXIT_PASSED if report["verdict"] == "passed" else EXIT_FAILED)
 
 
 # -- grade worker / grade reconcile ------------------------------------------------------------------------

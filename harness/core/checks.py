@@ -8,6 +8,8 @@ import dataclasses
 
 import numpy as np
 
+from gradekit.compare import compare, mismatch_message  # shared with `grade check`: one wording of a mismatch
+
 TOLERANCE = {"float32": 1e-5, "float64": 1e-10}
 ROOT_CAUSES = ("dtype", "precision")
 
@@ -84,28 +86,6 @@ def check_output(result, *, shape: tuple, dtype, what: str = "output") -> np.nda
     return out
 
 
-def compare(actual: np.ndarray, expected: np.ndarray, tol: float) -> dict:
-    """Numeric diagnostics: max abs/rel error, mismatch fraction, first bad index, NaN/Inf counts."""
-    a = np.asarray(actual, dtype=np.float64)
-    e = np.asarray(expected, dtype=np.float64)
-    with np.errstate(all="ignore"):
-        diff = np.abs(a - e)
-        bad = ~(diff <= tol + tol * np.abs(e))        # NaN counts as bad
-        rel = diff / np.maximum(np.abs(e), 1e-12)
-    finite = np.isfinite(diff)
-    first = np.argwhere(bad)
-    return {
-        "max_abs_error": float(diff[finite].max()) if finite.any() else None,
-        "max_rel_error": float(rel[finite].max()) if finite.any() else None,
-        "mismatch_fraction": float(bad.mean()) if bad.size else 0.0,
-        "first_bad_index": [int(i) for i in first[0]] if len(first) else None,
-        "nan_count": int(np.isnan(a).sum()),
-        "inf_count": int(np.isinf(a).sum()),
-        "tolerance": tol,
-        "ok": not bad.any(),
-    }
-
-
 def assert_close(actual: np.ndarray, expected: np.ndarray, *, tol: float, what: str = "output",
                  extra: dict | None = None) -> dict:
     diag = compare(actual, expected, tol)
@@ -116,17 +96,7 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, *, tol: float, what: 
         diag.pop("ok")
         return diag
     if not diag.pop("ok"):
-        if diag["nan_count"] or diag["inf_count"]:
-            lead = f"{what} contains {diag['nan_count']} NaN and {diag['inf_count']} Inf values"
-        else:
-            lead = f"{what} differs from the reference"
-        where = diag["first_bad_index"]
-        at = ""
-        if where is not None:
-            got, want = _distinct(float(actual[tuple(where)]), float(expected[tuple(where)]))
-            at = f"; first mismatch at index {tuple(where)}: got {got}, expected {want}"
-        message = (f"{lead}: max abs error {_fmt(diag['max_abs_error'])}, "
-                   f"{100 * diag['mismatch_fraction']:.1f}% of entries outside atol=rtol={tol:g}{at}")
+        message = mismatch_message(diag, actual, expected, what=what)
         if lowered == "charged":
             diag["lowered_precision"] = True
             message += (f". It matches to float32 precision (atol=rtol={TOLERANCE['float32']:g}): part of the "
@@ -152,16 +122,3 @@ def _lowered_precision(actual, expected, tol: float, diag: dict, what: str) -> s
         return "charged"
     rc.findings.append((cause, info))
     return "forgiven"
-
-
-def _distinct(got: float, want: float) -> tuple[str, str]:
-    """The two numbers with as many significant digits as it takes to tell them apart (6 to 17)."""
-    for digits in (6, 9, 12, 17):
-        a, b = f"{got:.{digits}g}", f"{want:.{digits}g}"
-        if a != b:
-            return a, b
-    return a, b
-
-
-def _fmt(x) -> str:
-    return "n/a" if x is None else f"{x:.3g}"

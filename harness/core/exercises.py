@@ -1,4 +1,11 @@
-"""The exercise registry: metadata in exercises/<name>/exercise.json, stubs beside it, suites in graders/<name>/."""
+"""The exercise registry: metadata in exercises/<name>/exercise.json, stubs beside it, suites in graders/<name>/.
+
+An exercise offers the tracks its exercise.json has a key for (``numpy``, ``torch``, ``python``); nothing else
+in the grader lists them. A track's spec names its entry point: one function or class (``entry``), or, for an
+exercise of several plain functions (``"style": "functions"``), a table ``functions`` of name -> {args,
+kwargs, defaults}; the worker then serves the module itself (entry ``MODULE_ENTRY``) and each call names its
+function.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +21,11 @@ ROOT = Path(__file__).resolve().parents[2]  # the folder holding harness/, exerc
 EXERCISES_DIR = ROOT / "exercises"
 GRADERS_DIR = ROOT / "graders"
 REFERENCE_DIR = ROOT / "reference"
-TRACKS = ("numpy", "torch")
+# Every track the worker knows how to run (harness/worker/wire.py TRACKS says the same; a test checks): numpy
+# (functions over arrays), torch (modules or functions over tensors), python (plain functions over ints, whose
+# answers cross as JSON values). An exercise offers the ones its exercise.json has a key for.
+TRACKS = ("numpy", "torch", "python")
+MODULE_ENTRY = "*"  # the worker's entry for a "functions" track: the module; each call names its function
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,15 +33,46 @@ class Exercise:
     name: str
     title: str
     summary: str
-    numpy: dict
-    torch: dict
+    tracks: dict          # track -> spec, in TRACKS order
     limits: dict
+    public: dict = dataclasses.field(default_factory=dict)  # what a candidate may see beyond the prompt (the kit)
+
+    @property
+    def numpy(self) -> dict:
+        return self.tracks.get("numpy", {})
+
+    @property
+    def torch(self) -> dict:
+        return self.tracks.get("torch", {})
+
+    @property
+    def track_names(self) -> tuple[str, ...]:
+        return tuple(self.tracks)
+
+    @property
+    def default_track(self) -> str:
+        return next(iter(self.tracks))
 
     def track(self, track: str) -> dict:
-        return self.numpy if track == "numpy" else self.torch
+        return self.tracks[self.check_track(track)]
+
+    def check_track(self, track: str) -> str:
+        if track not in self.tracks:
+            raise UsageError(f"exercise {self.name!r} has no {track!r} track; choose {' or '.join(self.tracks)}")
+        return track
+
+    def functions(self, track: str) -> dict:
+        """A "functions" track's table: name -> {args, kwargs, defaults}; empty for any other track."""
+        spec = self.track(track)
+        return spec.get("functions", {}) if spec.get("style") == "functions" else {}
 
     def entry(self, track: str) -> str:
-        return self.track(track)["entry"]
+        """What the worker serves: the entry point's name, or MODULE_ENTRY for a "functions" track."""
+        return MODULE_ENTRY if self.functions(track) else self.track(track)["entry"]
+
+    def entry_label(self, track: str) -> str:
+        """What the candidate implements, for people: the entry point, or the functions' names."""
+        return ", ".join(self.functions(track)) or self.track(track)["entry"]
 
     def stub_path(self, track: str) -> Path:
         return EXERCISES_DIR / self.name / f"stub_{track}.py"
@@ -51,8 +93,9 @@ def all_exercises() -> dict[str, Exercise]:
     found = {}
     for meta in sorted(EXERCISES_DIR.glob("*/exercise.json")):
         data = json.loads(meta.read_text())
-        found[data["name"]] = Exercise(data["name"], data["title"], data["summary"], data["numpy"], data["torch"],
-                                       data.get("limits", {}))
+        tracks = {t: data[t] for t in TRACKS if isinstance(data.get(t), dict)}
+        found[data["name"]] = Exercise(data["name"], data["title"], data["summary"], tracks, data.get("limits", {}),
+                                       data.get("public", {}))
     return found
 
 
@@ -65,7 +108,8 @@ def get_exercise(name: str) -> Exercise:
     raise UnknownExercise(f"unknown exercise {name!r}{hint}")
 
 
-def check_track(track: str) -> str:
+def check_track(track: str, exercise: Exercise | None = None) -> str:
+    """A known track (and, given the exercise, one it offers); UsageError otherwise."""
     if track not in TRACKS:
-        raise UsageError(f"unknown track {track!r}; choose numpy or torch")
-    return track
+        raise UsageError(f"unknown track {track!r}; choose {', '.join(TRACKS)}")
+    return exercise.check_track(track) if exercise is not None else track

@@ -71,7 +71,7 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
     sub = load_submission(submission)
     if track == "auto":
         track = detect_track(sub, ex)
-    check_track(track)
+    check_track(track, ex)
     lim = Limits().replace(**ex.limits)
     if isinstance(limits, Limits):
         lim = limits

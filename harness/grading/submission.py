@@ -72,8 +72,11 @@ def _defined_names(text: str) -> tuple[set[str], set[str]]:
 
 
 def detect_track(sub: Submission, exercise: Exercise) -> str:
-    """numpy if the file defines the NumPy entry function, torch if it defines the torch class; when both tracks
-    define a function of the same name (a function-style torch track), a file that imports torch is torch."""
+    """The exercise's only track when it has one; else numpy if the file defines the NumPy entry function, torch
+    if it defines the torch class; when both tracks define a function of the same name (a function-style torch
+    track), a file that imports torch is torch."""
+    if len(exercise.tracks) == 1:
+        return exercise.default_track
     funcs, classes = _defined_names(sub.text)
     has_np = exercise.entry("numpy") in funcs
     has_torch = exercise.entry("torch") in (funcs if exercise.torch.get("style") == "function" else classes)

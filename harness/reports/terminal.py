@@ -11,10 +11,11 @@ from harness.reports.summary import category_scores, failure_groups, fmt, title_
 WIDTH = 100  # category summary lines wrap here
 
 
-def render_summary(report: Report, *, audience: str = "interviewer", max_failures: int = 12) -> list[str]:
+def render_summary(report: Report, *, audience: str = "interviewer", max_failures: int = 12,
+                   more: str = " (see the JSON report)") -> list[str]:
     """Plain lines (the CLI styles them): verdict, diagnosis, points per category, failing tests."""
     d = report.to_dict() if hasattr(report, "to_dict") else report
-    return render_dict(d, audience=audience, max_failures=max_failures)
+    return render_dict(d, audience=audience, max_failures=max_failures, more=more)
 
 
 def category_line(d: dict, *, width: int = WIDTH) -> list[str]:
@@ -39,7 +40,9 @@ def sandbox_label(env: dict) -> str:
     return f"{env.get('sandbox')} sandbox{gvisor}"
 
 
-def render_dict(d: dict, *, audience: str = "interviewer", max_failures: int = 12) -> list[str]:
+def render_dict(d: dict, *, audience: str = "interviewer", max_failures: int = 12,
+                more: str = " (see the JSON report)") -> list[str]:
+    """``more`` ends the line that counts the failing tests not shown (where the rest can be read)."""
     lines = [f"{d['exercise']} ({d['track']} track): {d['verdict'].upper()}  "
              f"score {_num(d['score'])}/{_num(d['max_score'])}  [{sandbox_label(d['environment'])}, "
              f"{d['timings'].get('total_s', 0):.2f} s]"]
@@ -67,7 +70,7 @@ def render_dict(d: dict, *, audience: str = "interviewer", max_failures: int = 1
         shown += 1
     rest = sum(len(g) for g in groups[shown:])
     if rest:
-        lines.append(f"  ... and {rest} more failing tests (see the JSON report)")
+        lines.append(f"  ... and {rest} more failing tests{more}")
     return lines
 
 

@@ -77,7 +77,7 @@ class Sandbox(ABC):
 
     @abstractmethod
     def start(self, *, track: str, entry: str, submission: Path, limits: Limits) -> WorkerHandle:
-        """Start a worker for ``submission`` that will serve ``entry`` in ``track`` (numpy|torch)."""
+        """Start a worker for ``submission`` that will serve ``entry`` in ``track`` (numpy|torch|python)."""
 
     def describe(self) -> dict:
         return {"sandbox": self.name}

@@ -71,7 +71,8 @@ class BodyLimit:
 
 def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhooks=None) -> FastAPI:
     from harness.service import pages
-    from harness.service.api import exercises, exports, submissions, system, tokens
+    from harness.service.access_log import AccessLog
+    from harness.service.api import candidates, exercises, exports, rounds, submissions, system, tokens
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -146,8 +147,10 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
             del response.headers["Content-Security-Policy"]  # swagger UI loads its own scripts
         return response
 
-    for r in (system.router, submissions.router, exports.router, exercises.router, tokens.router):
+    for r in (system.router, submissions.router, exports.router, exercises.router, tokens.router, rounds.router,
+              candidates.router):
         app.include_router(r)
     app.include_router(pages.router)
     app.add_middleware(BodyLimit)
+    app.add_middleware(AccessLog)
     return app

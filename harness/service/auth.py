@@ -1,9 +1,11 @@
 """Bearer tokens with roles. Tokens are random (``gr_`` + 43 url-safe characters), stored as their SHA-256,
-revocable, optionally expiring. A candidate token is bound to one candidate name.
+revocable, optionally expiring. A candidate token belongs to one candidate record (an id; the name is a label).
 
-The pages sign in by putting the token in an HttpOnly, SameSite=Strict cookie; the API accepts that cookie for
-GET requests only, so a forged cross-site form can never change anything through the API (the pages' own forms
-carry a CSRF token derived from the session)."""
+The pages sign in with a server-side session: the HttpOnly, SameSite=Strict cookie holds a random session id
+(stored hashed, with its expiry and the token it acts as); signing out or revoking the token ends it, and no
+bearer token is ever put in a cookie. The API accepts the session cookie for GET requests only, so a forged
+cross-site form can never change anything through the API (the pages' own forms carry a CSRF token derived from
+the session)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,13 @@ class Principal:
     token_id: int
     role: str
     name: str
-    candidate: str | None
+    candidate: str | None                 # the display name (a label)
+    candidate_id: str | None = None       # what the candidate's access rests on
+
+    @property
+    def id(self) -> str:
+        """For logs: who acted, never a secret."""
+        return f"token:{self.token_id}"
 
     @property
     def audience(self) -> str:
@@ -47,11 +55,27 @@ def _bearer(request: Request) -> str | None:
     return value.strip()
 
 
-def lookup(request: Request, secret: str) -> Principal | None:
-    row = request.app.state.store.find_token(secret)
+def _principal_of(row: dict | None) -> Principal | None:
     if row is None:
         return None
-    return Principal(token_id=row["id"], role=row["role"], name=row["name"], candidate=row["candidate"])
+    return Principal(token_id=row["id"], role=row["role"], name=row["name"], candidate=row["candidate"],
+                     candidate_id=row.get("candidate_id"))
+
+
+def lookup(request: Request, secret: str) -> Principal | None:
+    """The principal of a bearer token."""
+    return _principal_of(request.app.state.store.find_token(secret))
+
+
+def session_principal(request: Request) -> Principal | None:
+    """The principal of the page session in the request's cookie (None: none, ended or expired)."""
+    from harness.service.store import sessions
+
+    sid = request.cookies.get(COOKIE)
+    who = _principal_of(sessions.token_of(request.app.state.store, sid)) if sid else None
+    if who is not None:
+        request.state.principal = who
+    return who
 
 
 def principal(request: Request) -> Principal:
@@ -60,12 +84,13 @@ def principal(request: Request) -> Principal:
     if cached is not None:
         return cached
     secret = _bearer(request)
-    if secret is None and request.method in ("GET", "HEAD"):
-        secret = request.cookies.get(COOKIE)
-    if not secret:
+    if secret is None and request.method in ("GET", "HEAD") and request.cookies.get(COOKIE):
+        who = session_principal(request)
+    elif not secret:
         raise ApiError(401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)",
                        headers={"WWW-Authenticate": "Bearer"})
-    who = lookup(request, secret)
+    else:
+        who = lookup(request, secret)
     if who is None:
         request.app.state.metrics.inc("grader_rejections_total", reason="unauthorized")
         raise ApiError(401, "unauthorized", "the token is unknown, revoked or expired",
@@ -95,7 +120,7 @@ def admin(request: Request) -> Principal:
 
 
 def can_see(who: Principal, row: dict) -> bool:
-    return who.is_staff or (row["candidate"] is not None and row["candidate"] == who.candidate)
+    return who.is_staff or (row.get("candidate_id") is not None and row["candidate_id"] == who.candidate_id)
 
 
 def csrf_token(secret_key: str, session_token: str) -> str:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from harness import __version__ as HARNESS_VERSION  # noqa: F401
 from harness.core.errors import GraderError, InfrastructureError, UsageError  # noqa: F401
+from harness.core.exercises import TRACKS  # every track the grader knows; each exercise offers some of them
 
-TRACKS = ("numpy", "torch")
 AUDIENCES = ("interviewer", "candidate")
 
 
@@ -48,6 +48,9 @@ def get_exercise(name: str):
 
 def _signature(ex, track: str) -> str:
     t = ex.track(track)
+    functions = ex.functions(track)
+    if functions:  # several plain functions (the python track)
+        return "; ".join(_call(name, f) for name, f in functions.items())
     if track == "numpy" or t.get("style") == "function":
         defaults = t.get("defaults", {})
         kwargs = [f"{k}={defaults.get(k)!r}" for k in t.get("kwargs", [])]
@@ -57,23 +60,43 @@ def _signature(ex, track: str) -> str:
     return f"class {t['entry']}(nn.Module): __init__(self, {init}); forward({fwd})"
 
 
+def _call(name: str, spec: dict) -> str:
+    defaults = spec.get("defaults", {})
+    kwargs = [f"{k}={defaults.get(k)!r}" for k in spec.get("kwargs", [])]
+    return f"{name}({', '.join(spec.get('args', []) + kwargs)})"
+
+
 def exercise_summary(name: str) -> dict:
     ex = get_exercise(name)
     return {"name": ex.name, "title": ex.title, "summary": ex.summary,
-            "tracks": {t: {"entry": ex.entry(t), "signature": _signature(ex, t)} for t in TRACKS}}
+            "tracks": {t: {"entry": ex.entry_label(t), "signature": _signature(ex, t)} for t in ex.track_names}}
 
 
-def exercise_detail(name: str) -> dict:
+def exercise_detail(name: str, *, staff: bool = False) -> dict:
+    """The candidate's prompt; for staff (admin, interviewer) also the interviewer notes beside it (follow-up
+    questions with answers, the mistake catalogue), which no candidate token ever receives."""
     ex = get_exercise(name)
     d = exercise_summary(name)
     d["prompt"] = ex.prompt_path().read_text(encoding="utf-8")
+    notes = ex.prompt_path().with_name("interviewer.md")
+    d["interviewer_notes"] = notes.read_text(encoding="utf-8") if staff and notes.is_file() else None
     return d
 
 
-def stub_text(name: str, track: str) -> str:
+def stub_text(name: str, track: str | None = None) -> str:
+    """The stub of one of the exercise's tracks (default: its first); UsageError for a track it does not offer."""
     ex = get_exercise(name)
-    check_track(track)
+    track = ex.check_track(track or ex.default_track)
     return ex.stub_path(track).read_text(encoding="utf-8")
+
+
+def default_track(name: str) -> str:
+    return get_exercise(name).default_track
+
+
+def check_exercise_track(name: str, track: str) -> str:
+    """``track`` (not auto) is one the exercise offers; UsageError with the ones it does otherwise."""
+    return get_exercise(name).check_track(track)
 
 
 def check_track(track: str, allow_auto: bool = False) -> str:
@@ -91,15 +114,14 @@ def detect_track(source: str, exercise: str) -> str:
 
 def vet_source(data: bytes) -> str:
     """The submission's text, or UsageError for what `grade` refuses too (binary, not UTF-8, too large)."""
+    from gradekit.check import decode_source   # the candidate kit's check refuses the same files
+    from gradekit.exercises import KitUsageError
+
     limit = max_source_bytes()
-    if len(data) > limit:
-        raise UsageError(f"the submission is {len(data)} bytes; the limit is {limit} (1 MB)", status=413)
-    if b"\x00" in data:
-        raise UsageError("the submission is a binary file (it contains NUL bytes)")
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"the submission is not UTF-8 text (byte {exc.start})") from None
+        return decode_source(data, limit)
+    except KitUsageError as exc:
+        raise UsageError(str(exc), **({"status": 413} if len(data) > limit else {})) from None
 
 
 # -- grading (called in a grading process, never in the API process) -----------------------------------

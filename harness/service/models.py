@@ -49,6 +49,8 @@ class SubmissionOut(BaseModel):
     max_score: float | None
     error: str | None = None
     queue: Literal["interactive", "bulk", "ci"] = "interactive"
+    candidate_id: str | None = None
+    round_id: str | None = None
     links: Links
     report: dict[str, Any] | None = Field(None, description="Present when the report was ready within ?wait=S.")
 
@@ -87,14 +89,19 @@ class ExerciseSummary(BaseModel):
 
 class ExerciseDetail(ExerciseSummary):
     prompt: str
+    interviewer_notes: str | None = Field(None, description="Follow-up questions with answers and the mistakes the "
+                                                            "grader recognises: admin and interviewer tokens only")
 
 
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     role: Role
     name: str = Field(min_length=1, max_length=200)
-    candidate: str | None = Field(None, max_length=200)
-    expires_in_days: float | None = Field(None, gt=0, le=3650)
+    candidate: str | None = Field(None, max_length=200, description="role candidate: the display name "
+                                                                    "(default: name) of a new candidate record")
+    candidate_id: str | None = Field(None, max_length=32, description="role candidate: an existing candidate")
+    expires: str | None = Field(None, max_length=40, description="a lifetime (30d, 12h, 90m, 45s) or an ISO "
+                                                                 "8601 time; default never (the CLI's --expires)")
 
 
 class TokenOut(BaseModel):
@@ -102,6 +109,7 @@ class TokenOut(BaseModel):
     name: str
     role: Role
     candidate: str | None
+    candidate_id: str | None = None
     prefix: str
     created_at: str | None
     expires_at: str | None

@@ -60,7 +60,7 @@ def serve(settings: Settings, *, log_level: str = "info") -> None:
     fd = lock_data_dir(settings)   # one server per data dir (and so per SQLite store, or per owner id)
     app, store = build(settings)
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=True,
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False,
                     proxy_headers=False, server_header=False, timeout_graceful_shutdown=10)
     finally:
         store.dispose()

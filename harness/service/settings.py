@@ -57,6 +57,7 @@ class Settings:
     heartbeat_s: float = 5.0          # how often a worker writes its heartbeat row
     reconcile_s: float = 5.0          # how often `grade serve` reconciles the store with the broker
     outbox_grace_s: float = 5.0       # a queued row not handed to the broker after this is enqueued by the reconciler
+    public_url: str | None = None     # the server's address in invitation links (default: the request's)
     reenqueue_after_s: float = 300.0  # brokers that cannot say whether they hold a message: send again after this
 
     @property
@@ -84,6 +85,7 @@ class Settings:
             heartbeat_s=_env_float("GRADER_HEARTBEAT_S", 5.0), reconcile_s=_env_float("GRADER_RECONCILE_S", 5.0),
             outbox_grace_s=_env_float("GRADER_OUTBOX_GRACE_S", 5.0),
             reenqueue_after_s=_env_float("GRADER_REENQUEUE_AFTER_S", 300.0),
+            public_url=os.environ.get("GRADER_PUBLIC_URL") or None,
         )
         kw.update({k: v for k, v in overrides.items() if v is not None})
         return cls(data_dir=data, database_url=url, **kw)

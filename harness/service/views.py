@@ -19,7 +19,18 @@ def submission_view(row: dict) -> dict:
             "finished_at": iso(row["finished_at"]), "attempts": row["attempts"], "verdict": row["verdict"],
             "score": row["score"], "max_score": row["max_score"],
             "error": row["error_message"] if row["status"] == "infrastructure_error" else None,
-            "queue": row.get("queue") or "interactive", "links": links(row["id"])}
+            "queue": row.get("queue") or "interactive", "candidate_id": row.get("candidate_id"),
+            "round_id": row.get("round_id"), "links": links(row["id"])}
+
+
+def received_html(row: dict) -> str:
+    """The page a candidate gets instead of a report while the round holds feedback back."""
+    from html import escape
+
+    return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>Received</title></head><body>"
+            f"<h1>Received</h1><p id=received>Your submission <code>{escape(row['filename'])}</code> "
+            f"({escape(row['exercise'])}) was received. Its feedback is shown after the round closes.</p>"
+            "</body></html>")
 
 
 def webhook_payload(row: dict) -> dict:

@@ -35,6 +35,7 @@ class Result:
     memory: dict | None = None         # call(memory=True): peak_bytes (+ method, per-library peaks)
     read_back: tuple = ()              # names in inputs_after the host read back itself (the rest: the worker's word)
     absent: tuple = ()                 # case fields the module has no parameter for (a missing bias, held at zero)
+    value: object = None               # call_function: the returned value (ints, tuples, dicts; wire.Opaque others)
 
 
 def _refuses_bias(exc: CandidateException) -> bool:
@@ -196,6 +197,23 @@ class Candidate:
         inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
         return Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, memory=head.get(wire.MEMORY),
                       read_back=tuple(head.get(READ_BACK, ())))
+
+    def call_function(self, function: str, values: dict) -> Result:
+        """Call one of a "functions" track's plain functions (exercise.json's ``functions`` table lists its
+        ``args`` and ``kwargs``) with ints and bools from ``values`` (a keyword absent or None is not passed);
+        ``Result.value`` is what it returned, decoded on the host (wire.decode_value) with its types as the
+        worker named them: an int is an int (exact, however large), a NumPy integer a ``wire.Opaque``."""
+        self.calls += 1
+        spec = self.exercise.functions(self.track)[function]
+
+        def arg(value: object) -> dict:
+            return {"bool": value} if type(value) is bool else {"int": int(value)}
+
+        args = [arg(values[n]) for n in spec.get("args", [])]
+        kwargs = {n: arg(values[n]) for n in spec.get("kwargs", []) if values.get(n) is not None}
+        req = {"op": "call", wire.FUNCTION: function, "args": args, "kwargs": kwargs, wire.VALUE: True}
+        head, _ = self.session.request(req, {})
+        return Result(None, {}, {}, {}, value=head.get(wire.VALUE))
 
     def _spec(self, name: str, case: Case, arrays: dict, layout: str, **extra) -> dict:
         if name in INT_FIELDS:

@@ -118,6 +118,10 @@ def _checked_header(head: dict) -> dict:
                 raise WireError(f"frame header field {key!r} is malformed")
             head[key] = [{"name": clean_text(p["name"], 200), "shape": p["shape"],
                           "dtype": clean_text(str(p.get("dtype", "")), 40)} for p in items[:200]]
+    if "value" in head:  # a plain value (the python track): decoded strictly here, a forged tree is malformed
+        from harness.worker.wire import decode_value
+
+        head["value"] = decode_value(head["value"])
     if "flops" in head and not (head["flops"] is None or type(head["flops"]) is int):
         raise WireError("frame header field 'flops' is not an integer")
     if "memory" in head:

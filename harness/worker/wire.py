@@ -43,6 +43,14 @@ PARAM = "param:"
 WEIGHT = "p:"            # WEIGHT + case field (wq, bq, wqkv...): a value the host loads into a parameter
 GRAD_OUTPUT = "G"        # the upstream gradient for backward
 MEMORY = "memory"        # call request flag: measure the call's peak extra memory; the result header's field
+VALUE = "value"          # call request flag: return the output as a JSON value tree (encode_value); the header's field
+FUNCTION = "function"    # call request field: which of the module's functions to call (entry MODULE_ENTRY)
+MODULE_ENTRY = "*"       # --entry for a track of several plain functions: the worker serves the module itself
+TRACKS = ("numpy", "torch", "python")  # python: plain functions over ints, answers as values (no torch imported)
+MAX_VALUE_NODES = 512    # a value tree holds at most this many nodes, nested at most MAX_VALUE_DEPTH deep,
+MAX_VALUE_DEPTH = 8
+MAX_INT_DIGITS = 2000    # ints of up to this many decimal digits cross exactly (as strings); longer ones by size only
+MAX_VALUE_TEXT = 200     # a string, a float's repr or another object's str() is cut to this many characters
 
 
 class WireError(ValueError):
@@ -123,3 +131,128 @@ def decode_array(blob: bytes) -> np.ndarray:
         raise WireError(f"array data is {len(data)} bytes, header promises {count * dtype.itemsize}")
     arr = np.frombuffer(data, dtype=dtype, count=count)
     return arr.reshape(shape, order="F" if fortran else "C").copy(order="C")
+
+
+# -- plain values (the python track) -----------------------------------------------------------------------
+# A value crosses as a JSON tree of tagged nodes; ints as decimal strings, so big integers arrive exact and an
+# int is never confused with a float: {"int": "123"}, {"bool": true}, {"float": "1.5"} (its repr), {"str": ".."},
+# {"none": true}, {"tuple": [..]}, {"list": [..]}, {"dict": [[key, value], ..]}, {"big_int": bits} (an int too
+# long to print), {"other": "numpy.int64", "text": str(obj)} (anything else, e.g. a NumPy scalar or an int
+# subclass: named by its exact type). Exact types only: a subclass of int, tuple or dict is "other". The tag is
+# the worker's report of the type (the candidate's process): see SECURITY.md, "Values and their types".
+
+class Opaque:
+    """On the host: an object of a type a value tree does not carry (its exact type's name and its text)."""
+
+    __slots__ = ("type", "text")
+
+    def __init__(self, type_name: str, text: str):
+        self.type, self.text = type_name, text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and (self.type, self.text) == (other.type, other.text)
+
+    def __hash__(self) -> int:
+        return hash((Opaque, self.type, self.text))
+
+    def __repr__(self) -> str:
+        return f"<{self.type} {self.text}>"
+
+
+class BigInt(Opaque):
+    """On the host: an int the worker could not send digit by digit (over MAX_INT_DIGITS), known by its size."""
+
+    def __init__(self, bits: int):
+        super().__init__("int", f"an integer of {bits} bits")
+        self.bits = bits
+
+
+def _text(obj: object) -> str:
+    try:
+        return str(obj)[:MAX_VALUE_TEXT]
+    except BaseException:  # a hostile __str__
+        return "<unprintable>"
+
+
+def encode_value(obj: object) -> object:
+    """The worker's side: ``obj`` as a tagged JSON tree (raises WireError past the node or depth caps)."""
+    count = [0]
+
+    def walk(node: object, depth: int) -> object:
+        count[0] += 1
+        if count[0] > MAX_VALUE_NODES:
+            raise WireError(f"the value holds more than {MAX_VALUE_NODES} items")
+        kind = type(node)
+        if kind is bool:
+            return {"bool": node}
+        if kind is int:
+            if node.bit_length() > MAX_INT_DIGITS * 3:  # surely more digits than MAX_INT_DIGITS
+                return {"big_int": node.bit_length()}
+            text = str(node)
+            return {"int": text} if len(text.lstrip("-")) <= MAX_INT_DIGITS else {"big_int": node.bit_length()}
+        if kind is float:
+            return {"float": repr(node)}
+        if kind is str:
+            return {"str": node[:MAX_VALUE_TEXT]}
+        if node is None:
+            return {"none": True}
+        if kind in (tuple, list, dict) and depth >= MAX_VALUE_DEPTH:
+            raise WireError(f"the value is nested more than {MAX_VALUE_DEPTH} deep")
+        if kind is tuple or kind is list:
+            items = list(node)[:MAX_VALUE_NODES + 1]
+            return {kind.__name__: [walk(item, depth + 1) for item in items]}
+        if kind is dict:
+            pairs = list(dict.items(node))[:MAX_VALUE_NODES + 1]
+            return {"dict": [[walk(k, depth + 1), walk(v, depth + 1)] for k, v in pairs]}
+        return {"other": f"{kind.__module__}.{kind.__qualname__}"[:MAX_VALUE_TEXT], "text": _text(node)}
+
+    return walk(obj, 0)
+
+
+def decode_value(tree: object) -> object:
+    """The host's side: a tagged tree back into Python objects (int, bool, float, str, None, tuple, list, dict,
+    :class:`Opaque`), strictly; anything malformed is a WireError (a forged frame)."""
+    count = [0]
+
+    def walk(node: object, depth: int) -> object:
+        count[0] += 1
+        if count[0] > MAX_VALUE_NODES + 1 or depth > MAX_VALUE_DEPTH or not isinstance(node, dict) or len(node) > 2:
+            raise WireError("malformed value in frame header")
+        if len(node) == 1:
+            (tag, body), = node.items()
+            if tag == "int" and isinstance(body, str) and 0 < len(body.lstrip("-")) <= MAX_INT_DIGITS \
+                    and body.lstrip("-").isascii() and body.lstrip("-").isdigit() and body.count("-") <= 1:
+                return int(body)
+            if tag == "bool" and type(body) is bool:
+                return body
+            if tag == "float" and isinstance(body, str) and len(body) <= 40:
+                try:
+                    return float(body)
+                except ValueError:
+                    pass
+            if tag == "str" and isinstance(body, str):
+                return body[:MAX_VALUE_TEXT]
+            if tag == "none" and body is True:
+                return None
+            if tag == "big_int" and type(body) is int and 0 < body < 2 ** 40:
+                return BigInt(body)
+            if tag in ("tuple", "list") and isinstance(body, list) and len(body) <= MAX_VALUE_NODES + 1:
+                items = [walk(item, depth + 1) for item in body]
+                return tuple(items) if tag == "tuple" else items
+            if tag == "dict" and isinstance(body, list) and len(body) <= MAX_VALUE_NODES + 1:
+                out = {}
+                for pair in body:
+                    if not (isinstance(pair, list) and len(pair) == 2):
+                        raise WireError("malformed dict in a value")
+                    key = walk(pair[0], depth + 1)
+                    try:
+                        hash(key)
+                    except TypeError:
+                        raise WireError("a dict key in a value is unhashable") from None
+                    out[key] = walk(pair[1], depth + 1)
+                return out
+        elif isinstance(node.get("other"), str) and isinstance(node.get("text"), str):
+            return Opaque(node["other"][:MAX_VALUE_TEXT], node["text"][:MAX_VALUE_TEXT])
+        raise WireError("malformed value in frame header")
+
+    return walk(tree, 0)

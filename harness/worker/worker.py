@@ -1,9 +1,11 @@
 """The sandbox worker: the only process that imports and runs the candidate's file.
 
-Runs as ``python -I worker.py --track numpy|torch --entry NAME SUBMISSION``, inside the sandbox, with only the
-standard library, NumPy (and torch for the torch track) and ``wire.py`` beside it. It answers requests from the
-host over stdin/stdout frames and never decides whether anything is right: it only runs the candidate and
-returns plain arrays. The candidate's own prints go to stderr (fd 1 is moved away from the protocol pipe).
+Runs as ``python -I worker.py --track numpy|torch|python --entry NAME SUBMISSION``, inside the sandbox, with only
+the standard library, NumPy (and torch for the torch track) and ``wire.py`` beside it. It answers requests from
+the host over stdin/stdout frames and never decides whether anything is right: it only runs the candidate and
+returns plain arrays, or (the python track, request flag ``value``) plain values as a tagged JSON tree. With
+``--entry '*'`` (``wire.MODULE_ENTRY``) it serves the module itself and each call names its function. The
+candidate's own prints go to stderr (fd 1 is moved away from the protocol pipe).
 
 A *warm* worker (``--warm --root DIR``, or a child forked by the local zygote, ``zygote.py``) does its imports and
 a warm-up ahead of time, sends ``idle`` and waits for a ``load`` request carrying the entry point and the file's
@@ -282,7 +284,7 @@ class Worker:
             spec.loader.exec_module(module)
         except BaseException as exc:  # SystemExit, KeyboardInterrupt included: all are the candidate's
             return _error(exc, self.path, "import")
-        target = getattr(module, self.entry, None)
+        target = module if self.entry == wire.MODULE_ENTRY else getattr(module, self.entry, None)
         if target is None:
             defined = sorted(n for n in vars(module) if not n.startswith("_"))[:30]
             return {"kind": wire.ERROR, "phase": "import", "type": "MissingEntryPoint",
@@ -415,19 +417,41 @@ class Worker:
         return {"kind": wire.ERROR, "phase": "protocol", "type": "BadRequest", "message": f"unknown op {op!r}",
                 "traceback": ""}, {}
 
+    def _function(self, req: dict) -> object:
+        """The callable a call request names: the entry point, or (entry MODULE_ENTRY) the module's function."""
+        name = req.get(wire.FUNCTION)
+        if self.entry != wire.MODULE_ENTRY:
+            return self.target
+        if not isinstance(name, str):
+            raise LookupError("a call request without a function name")
+        fn = getattr(self.target, name, None)
+        if not callable(fn):
+            defined = sorted(n for n in vars(self.target) if not n.startswith("_"))[:30]
+            raise LookupError(f"the file defines no function {name!r}; it defines: {', '.join(defined) or 'nothing'}")
+        return fn
+
     def op_call(self, req: dict, arrays: dict) -> tuple[dict, dict]:
         args = [self._value(s, arrays) for s in req.get("args", [])]
         kwargs = {k: self._value(s, arrays) for k, s in req.get("kwargs", {}).items()}
         extra = {}
         try:
+            target = self._function(req)
+        except LookupError as exc:
+            return {"kind": wire.ERROR, "phase": "call", "type": "MissingFunction", "message": str(exc)[:MAX_TEXT],
+                    "traceback": ""}, {}
+        except BaseException as exc:  # a module-level __getattr__ of the candidate's, raising
+            return _error(exc, self.path, "call"), {}
+        try:
             if req.get(wire.MEMORY):
-                out, extra[wire.MEMORY] = self._measured_call(args, kwargs)
+                out, extra[wire.MEMORY] = self._measured_call(target, args, kwargs)
             else:
-                out = self.target(*args, **kwargs)
+                out = target(*args, **kwargs)
         except MemoryError:
             return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised during the call"}, {}
         except BaseException as exc:
             return _error(exc, self.path, "call"), {}
+        if req.get(wire.VALUE):  # plain values (the python track): a tagged JSON tree, no arrays
+            return dict({"kind": wire.RESULT, wire.VALUE: wire.encode_value(out)}, **extra), {}
         if req.get("tree"):
             head, send, _ = self._describe_tree(out)
             arr = None
@@ -453,7 +477,7 @@ class Worker:
                 self._inputs_after(send, req["kwargs"][k], value, kind)
         return dict({"kind": wire.RESULT}, **head, **extra), send
 
-    def _measured_call(self, args: list, kwargs: dict) -> tuple[object, dict]:
+    def _measured_call(self, target, args: list, kwargs: dict) -> tuple[object, dict]:
         """The call with its peak extra memory measured (request flag ``memory``): NumPy, the peak of what the
         call allocated (tracemalloc; NumPy reports its buffers to it); torch, the peak of live tensor storage the
         call allocated (a dispatch mode; the call runs under torch.no_grad; a detour through NumPy is not seen,
@@ -465,14 +489,14 @@ class Worker:
 
             meter = _storage_meter(torch)
             with torch.no_grad(), meter:
-                out = self.target(*args, **kwargs)
+                out = target(*args, **kwargs)
                 intact = _get_current_dispatch_mode() is meter  # the call did not pop the meter
             return out, {"peak_bytes": int(meter.peak), "method": "torch_dispatch", "intact": intact}
         import tracemalloc
 
         tracemalloc.start()
         try:
-            out = self.target(*args, **kwargs)
+            out = target(*args, **kwargs)
             intact = tracemalloc.is_tracing()  # the call did not stop (or restart) the tracing
             peak = tracemalloc.get_traced_memory()[1]
         finally:
@@ -638,7 +662,7 @@ def protocol_stdout() -> BinaryIO:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--track", choices=("numpy", "torch"), required=True)
+    parser.add_argument("--track", choices=wire.TRACKS, required=True)
     parser.add_argument("--entry")
     parser.add_argument("--warm", action="store_true", help="import and warm up, send idle, wait for a load request")
     parser.add_argument("--root", default="/tmp", help="(--warm) where the submission is written")

@@ -41,9 +41,11 @@ def exercise_or_422(name: str, field: str = "exercise") -> str:
     return name
 
 
-def track_or_422(track: str, allow_auto: bool = True) -> str:
+def track_or_422(track: str, allow_auto: bool = True, exercise: str | None = None) -> str:
+    """A known track (or auto); given the exercise, one it offers."""
     try:
-        return grading.check_track(track, allow_auto=allow_auto)
+        track = grading.check_track(track, allow_auto=allow_auto)
+        return grading.check_exercise_track(exercise, track) if exercise and track != "auto" else track
     except grading.UsageError as exc:
         raise ApiError(422, "unknown_track", f"track: {exc.message}") from None
 

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from harness.service import grading, views
+from harness.service import grading, rounds, views
 from harness.service.auth import Principal, principal, staff
 from harness.service.errors import ApiError
 from harness.service.models import SubmissionJSON, SubmissionList, SubmissionOut
@@ -32,7 +32,8 @@ MAX_WAIT = 60.0
 
 _EXERCISE = {"type": "string", "enum": grading.exercise_names(),
              "description": "an exercise name (GET /v1/exercises); anything else is a 422 with a suggestion"}
-_TRACK = {"type": "string", "enum": ["auto", "numpy", "torch"], "default": "auto"}
+_TRACK = {"type": "string", "enum": ["auto", *grading.TRACKS], "default": "auto",
+          "description": "auto, or one of the exercise's tracks (GET /v1/exercises); another is a 422"}
 _CALLBACK = {"type": "string", "pattern": "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[!-~]*)?$", "maxLength": 2000,
              "description": "http(s) URL POSTed the summary when grading ends (interviewer/admin tokens only)"}
 _MULTIPART_SCHEMA = {
@@ -137,9 +138,22 @@ def _queue_for(value: str | None, who: Principal) -> str:
     return value
 
 
-def _limits(request: Request, candidate: str | None) -> None:
+class _ById:
+    """The per-candidate counts by candidate id (two candidates who share a name share no limit)."""
+
+    def __init__(self, store, candidate_id: str):
+        from harness.service.store import candidates
+
+        self.in_flight = lambda _name: candidates.in_flight(store, candidate_id)
+        self.received_since = lambda _name, since: candidates.received_since(store, candidate_id, since)
+
+
+def _limits(request: Request, candidate: str | None, candidate_id: str | None = None) -> None:
     s, store, metrics = request.app.state.settings, request.app.state.store, request.app.state.metrics
-    if store.queue_depth() >= s.queue_max:
+    queue_store = store
+    if candidate_id:
+        store = _ById(queue_store, candidate_id)
+    if queue_store.queue_depth() >= s.queue_max:
         metrics.inc("grader_rejections_total", reason="queue_full")
         raise ApiError(503, "queue_full", "the grading queue is full; try again shortly",
                        headers={"Retry-After": "10"})
@@ -158,10 +172,19 @@ def _limits(request: Request, candidate: str | None) -> None:
                                                 "minute", headers={"Retry-After": str(max(1, math.ceil(wait)))})
 
 
+def _staff_candidate(store, value: str | None) -> tuple[str | None, str | None]:
+    """(display name, candidate id) for staff's ``candidate`` field: a candidate id binds the submission to that
+    candidate; anything else is only a label (it grants no candidate access)."""
+    from harness.service.store import candidates
+
+    found = candidates.get(store, value) if value and value.startswith("cand_") else None
+    return (found["display_name"], found["id"]) if found else (value, None)
+
+
 def _intake(request: Request, who: Principal, fields: dict, data: bytes, filename: str, key: str | None):
     store = request.app.state.store
     exercise = exercise_or_422(fields["exercise"])
-    track = track_or_422(fields.get("track") or "auto")
+    track = track_or_422(fields.get("track") or "auto", exercise=exercise)
     try:
         source = grading.vet_source(data)
     except grading.UsageError as exc:
@@ -171,18 +194,19 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
     callback = _check_callback(fields.get("callback_url"), who)
     queue = _queue_for(fields.get("queue"), who)
     if who.role == "candidate":
-        if fields.get("candidate") not in (None, who.candidate):
+        if fields.get("candidate") not in (None, who.candidate, who.candidate_id):
             raise ApiError(403, "forbidden", "a candidate token submits only for its own candidate")
-        candidate = who.candidate
+        candidate, candidate_id = who.candidate, who.candidate_id
     else:
-        candidate = fields.get("candidate")
+        candidate, candidate_id = _staff_candidate(store, fields.get("candidate"))
     resolved = grading.detect_track(source, exercise) if track == "auto" else track
     filename = (_FILENAME_BAD.sub("_", filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]) or "submission.py")[:200]
     seed = fields.get("seed") if fields.get("seed") is not None else 0   # the CLI's default
     kw = dict(exercise=exercise, track_requested=track, track=resolved, candidate=candidate, filename=filename,
               seed=seed, callback_url=callback, source=source, token_id=who.token_id, idempotency_key=key,
-              queue=queue)
-    with _intake_lock:  # the limit checks and the insert, one at a time in this process
+              queue=queue, candidate_id=candidate_id)
+    # the limit checks and the insert, one at a time in this process (and per candidate across processes)
+    with _intake_lock, rounds.serialized(store, who):
         if key:
             try:
                 found = store.find_by_key(who.token_id, key)
@@ -190,7 +214,8 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
                     return store.check_same(found, hashlib.sha256(data).hexdigest(), exercise), False
             except Conflict as exc:
                 raise ApiError(409, "idempotency_conflict", str(exc)) from None
-        _limits(request, candidate)
+        kw["round_id"] = rounds.admit(store, who, exercise, resolved)   # 403 before anything is stored
+        _limits(request, candidate, candidate_id)
         try:
             return store.create_submission(**kw)
         except Conflict as exc:
@@ -217,10 +242,11 @@ async def create_submission(request: Request, wait: float = Query(0, ge=0, le=MA
         await run_in_threadpool(request.app.state.pool.enqueue, row["id"], row["queue"])
     row = await _wait_for(request, row, wait)
     report = None
+    store = request.app.state.store
     if row["status"] == "done" and wait:
-        report = report_for(row, who.audience)
+        report = rounds.report_for(store, who, row, report_for(row, "interviewer"))
     code = 200 if row["status"] in ("done", "infrastructure_error") or not created else 202
-    return JSONResponse(_out(row, report), status_code=code,
+    return JSONResponse(_out(rounds.row_for(store, who, row), report), status_code=code,
                         headers={"Location": f"/v1/submissions/{row['id']}"})
 
 
@@ -237,28 +263,30 @@ async def _wait_for(request: Request, row: dict, wait: float) -> dict:
 
 @router.get("", response_model=SubmissionList, responses=error_responses(401, 422))
 def list_submissions(request: Request, exercise: str | None = Query(None, max_length=64),
-                     candidate: str | None = Query(None, max_length=200),
+                     candidate: str | None = Query(None, max_length=200,
+                                                   description="a case-insensitive part of the display name"),
                      verdict: str | None = Query(None, pattern="^(passed|failed|error)$"),
                      status: str | None = Query(None, pattern="^(queued|running|done|infrastructure_error)$"),
                      since: dt.datetime | None = Query(None, description="ISO 8601; received at or after"),
                      limit: int = Query(50, ge=1, le=200), cursor: str | None = Query(None, max_length=20),
                      who: Principal = Depends(principal)):
     """Newest first. Candidates see only their own submissions."""
+    candidate_id = None
     if not who.is_staff:
-        candidate = who.candidate
-    elif candidate == "":
-        candidate = None
-    rows = request.app.state.store.list_submissions(exercise=exercise, candidate=candidate, verdict=verdict,
+        candidate, candidate_id = None, who.candidate_id or ""
+    rows = request.app.state.store.list_submissions(exercise=exercise, candidate=candidate or None,
+                                                    candidate_id=candidate_id, verdict=verdict,
                                                     status=status, since=parse_since(since), limit=limit + 1,
                                                     cursor=parse_cursor(cursor))
     more = len(rows) > limit
     rows = rows[:limit]
-    return {"items": [_out(r) for r in rows], "next_cursor": str(rows[-1]["seq"]) if more else None}
+    store = request.app.state.store
+    return {"items": [_out(rounds.row_for(store, who, r)) for r in rows], "next_cursor": str(rows[-1]["seq"]) if more else None}
 
 
 @router.get("/{sub_id}", response_model=SubmissionOut, responses=error_responses(401, 404))
 def get_submission(sub_id: str, request: Request, who: Principal = Depends(principal)):
-    return _out(visible_row(request, who, sub_id))
+    return _out(rounds.row_for(request.app.state.store, who, visible_row(request, who, sub_id)))
 
 
 @router.get("/{sub_id}/report", responses={200: {"description": "the report (schema "
@@ -272,8 +300,9 @@ def get_report(sub_id: str, request: Request,
     """The JSON report. Candidates always get the candidate view (hidden tests' messages and inputs removed);
     interviewers may ask for it with `?audience=candidate`."""
     row = visible_row(request, who, sub_id)
-    aud = "candidate" if not who.is_staff else (audience or "interviewer")
-    return JSONResponse(report_for(row, aud))
+    if who.is_staff:
+        return JSONResponse(report_for(row, audience or "interviewer"))
+    return JSONResponse(rounds.report_for(request.app.state.store, who, row, report_for(row, "interviewer")))
 
 
 @router.get("/{sub_id}/report.html", response_class=HTMLResponse,
@@ -285,6 +314,13 @@ def get_report_html(sub_id: str, request: Request,
     row = visible_row(request, who, sub_id)
     aud = "candidate" if not who.is_staff else (audience or "interviewer")
     report = report_for(row, "interviewer")
+    if not who.is_staff:
+        policy = rounds.policy(request.app.state.store, who, row)
+        if policy == "received":
+            return HTMLResponse(views.received_html(row), headers={"Cache-Control": "no-store"})
+        if policy == "summary":
+            return HTMLResponse(grading.report_html(rounds.summary_report(report), audience="candidate",
+                                                    source=row["source"], npz=None))
     npz = request.app.state.store.get_artifact(sub_id)
     page = grading.report_html(report, audience=aud, source=row["source"], npz=npz)
     return HTMLResponse(page)

@@ -18,9 +18,10 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
 
-from harness.service import grading, views
-from harness.service.auth import COOKIE, Principal, check_csrf, csrf_token, lookup
+from harness.service import grading, rounds, views
+from harness.service.auth import COOKIE, Principal, check_csrf, csrf_token, lookup, session_principal
 from harness.service.errors import ApiError
+from harness.service.store import sessions
 
 router = APIRouter(include_in_schema=False)
 TEMPLATES = Environment(loader=FileSystemLoader(str(Path(__file__).resolve().parent / "templates")),
@@ -37,8 +38,7 @@ def _render(request: Request, name: str, status: int = 200, **ctx) -> HTMLRespon
 
 
 def _who(request: Request) -> Principal | None:
-    token = request.cookies.get(COOKIE)
-    return lookup(request, token) if token else None
+    return session_principal(request)
 
 
 def _signin(request: Request):
@@ -93,10 +93,16 @@ async def login(request: Request):
                         secure=request.app.state.settings.secure_cookies)
         return resp
     resp = RedirectResponse(_safe_next(str(form.get("next") or "/")), status_code=303)
-    resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
-                    secure=request.app.state.settings.secure_cookies, max_age=12 * 3600)
+    await run_in_threadpool(start_session, request, resp, who.token_id)
     resp.delete_cookie(LOGIN_CSRF, path="/login")
     return resp
+
+
+def start_session(request: Request, resp, token_id: int, ttl_s: float = sessions.TTL_S) -> None:
+    """A new server-side session for this token; the cookie carries only its random id."""
+    sid = sessions.open_session(request.app.state.store, token_id, ttl_s)
+    resp.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/",
+                    secure=request.app.state.settings.secure_cookies, max_age=int(ttl_s))
 
 
 @router.post("/logout")
@@ -104,6 +110,7 @@ async def logout(request: Request):
     form = await request.form()
     if not await _form_csrf_ok(request, form):
         return HTMLResponse("forbidden", status_code=403)
+    await run_in_threadpool(sessions.end, request.app.state.store, request.cookies.get(COOKIE) or "")
     resp = RedirectResponse("/login", status_code=303)
     resp.delete_cookie(COOKIE, path="/")
     return resp
@@ -122,17 +129,20 @@ def exercise_page(request: Request, name: str):
     who = _who(request)
     if who is None:
         return _signin(request)
-    if name not in grading.exercise_names():
+    if name not in rounds.visible_exercises(request.app.state.store, who):
         return _render(request, "message.html", 404, who=who, title="Not found",
                        message=f"No exercise {name!r}{grading.did_you_mean(name, grading.exercise_names())}")
-    return _render(request, "exercise.html", who=who, ex=grading.exercise_detail(name))
+    return _render(request, "exercise.html", who=who, ex=grading.exercise_detail(name, staff=who.is_staff))
 
 
 def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200):
-    exercises = [grading.exercise_summary(n) for n in grading.exercise_names()]
-    mine = request.app.state.store.list_submissions(candidate=who.candidate, limit=20) if not who.is_staff else []
+    store = request.app.state.store
+    exercises = [grading.exercise_summary(n) for n in rounds.visible_exercises(store, who)]
+    mine = store.list_submissions(candidate_id=who.candidate_id or "", limit=20) if not who.is_staff else []
     return _render(request, "exercises.html", status, who=who, exercises=exercises, error=error,
-                   mine=[views.submission_view(r) for r in mine])
+                   mine=[views.submission_view(rounds.row_for(store, who, r)) for r in mine],
+                   my_rounds=rounds.open_rounds(store, who), tracks=grading.TRACKS,
+                   track_labels={"numpy": "NumPy", "torch": "PyTorch", "python": "Python"})
 
 
 @router.post("/submit", response_class=HTMLResponse)
@@ -173,10 +183,11 @@ def submission_page(request: Request, sub_id: str):
 
     if row is None or not can_see(who, row):
         return _render(request, "message.html", 404, who=who, title="Not found", message="No such submission.")
-    sub = views.submission_view(row)
+    store = request.app.state.store
+    sub = views.submission_view(rounds.row_for(store, who, row))
     summary, cats = [], []
-    if row["status"] == "done" and row["report_json"]:
-        report = grading.for_audience(json.loads(row["report_json"]), who.audience)
+    if row["status"] == "done" and row["report_json"] and rounds.policy(store, who, row) != "received":
+        report = rounds.report_for(store, who, row, json.loads(row["report_json"]))
         summary = grading.summary_lines(report, audience=who.audience)
         cats = grading.category_scores(report)
     return _render(request, "submission.html", who=who, sub=sub, summary=summary, cats=cats,
@@ -185,7 +196,8 @@ def submission_page(request: Request, sub_id: str):
 
 @router.get("/submissions", response_class=HTMLResponse)
 def list_page(request: Request, exercise: str = Query("", max_length=64), candidate: str = Query("", max_length=200),
-              verdict: str = Query("", max_length=16), cursor: str = Query("", max_length=20)):
+              verdict: str = Query("", max_length=16), cursor: str = Query("", max_length=20),
+              round: str = Query("", max_length=32)):
     who = _who(request)
     if who is None:
         return _signin(request)
@@ -194,10 +206,11 @@ def list_page(request: Request, exercise: str = Query("", max_length=64), candid
     cur = int(cursor) if cursor.isdigit() and len(cursor) < 18 else None
     rows = request.app.state.store.list_submissions(exercise=exercise or None, candidate=candidate or None,
                                                     verdict=verdict if verdict in ("passed", "failed", "error")
-                                                    else None, limit=51, cursor=cur)
+                                                    else None, limit=51, cursor=cur, round_id=round or None)
     more = len(rows) > 50
     rows = rows[:50]
-    query = {k: v for k, v in (("exercise", exercise), ("candidate", candidate), ("verdict", verdict)) if v}
+    query = {k: v for k, v in (("exercise", exercise), ("candidate", candidate), ("verdict", verdict),
+                               ("round", round)) if v}
     return _render(request, "list.html", who=who, subs=[views.submission_view(r) for r in rows],
                    filters=query, exercises=grading.exercise_names(),
                    export_query=urlencode(query), next_cursor=str(rows[-1]["seq"]) if more else None,

@@ -18,7 +18,8 @@ class Token(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(200))
     role: Mapped[str] = mapped_column(String(20))            # admin | interviewer | candidate
-    candidate: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    candidate: Mapped[str | None] = mapped_column(String(200), nullable=True)   # the display name (a label)
+    candidate_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)   # what grants access
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)   # sha256 hex of the secret
     prefix: Mapped[str] = mapped_column(String(16))          # shown in listings, never enough to use
     created_at: Mapped[dt.datetime] = mapped_column(DateTime())
@@ -33,7 +34,9 @@ class Submission(Base):
     exercise: Mapped[str] = mapped_column(String(64))
     track_requested: Mapped[str] = mapped_column(String(16))
     track: Mapped[str] = mapped_column(String(16))
-    candidate: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    candidate: Mapped[str | None] = mapped_column(String(200), nullable=True)   # display name at intake
+    candidate_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
+    round_id: Mapped[str | None] = mapped_column(String(32), nullable=True, index=True)
     filename: Mapped[str] = mapped_column(String(255))
     seed: Mapped[int] = mapped_column(BigInteger)
     callback_url: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -120,3 +123,64 @@ class Counter(Base):
     __tablename__ = "counters"
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+# -- hiring rounds (issue 20): candidates are records, pages sign in with server-side sessions ------------------
+class Candidate(Base):
+    """A person being assessed. The id grants access (through tokens and sessions); the name is only a label."""
+    __tablename__ = "candidates"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)        # cand_<16 hex>
+    display_name: Mapped[str] = mapped_column(String(200))
+    email: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    external_ref: Mapped[str | None] = mapped_column(String(200), nullable=True)   # an ATS id
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime())
+
+
+class WebSession(Base):
+    """A signed-in browser: the cookie holds a random id, the store its SHA-256 (and the token it acts as)."""
+    __tablename__ = "sessions"
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_id: Mapped[int] = mapped_column(Integer, ForeignKey("tokens.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    ended_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+
+
+class Round(Base):
+    __tablename__ = "rounds"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)        # round_<16 hex>
+    name: Mapped[str] = mapped_column(String(200))
+    exercises: Mapped[str] = mapped_column(Text)                          # JSON {exercise: [tracks]}
+    opens_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    closes_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    time_limit_s: Mapped[int | None] = mapped_column(Integer, nullable=True)   # from the candidate's first open
+    max_attempts: Mapped[int | None] = mapped_column(Integer, nullable=True)   # per exercise
+    feedback: Mapped[str] = mapped_column(String(16))                     # full | summary | after_close
+    feedback_after: Mapped[str | None] = mapped_column(String(16), nullable=True)   # after_close: then this
+    created_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    closed_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)   # closed by hand
+
+
+class RoundMember(Base):
+    """A candidate invited to a round; ``started_at`` is their first open (the time limit counts from it)."""
+    __tablename__ = "round_members"
+    round_id: Mapped[str] = mapped_column(String(32), ForeignKey("rounds.id", ondelete="CASCADE"), primary_key=True)
+    candidate_id: Mapped[str] = mapped_column(String(32), ForeignKey("candidates.id", ondelete="CASCADE"),
+                                              primary_key=True, index=True)
+    invited_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+
+
+class Invitation(Base):
+    """A single-use, expiring sign-in link for one candidate to one round (the secret is stored hashed)."""
+    __tablename__ = "invitations"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    round_id: Mapped[str] = mapped_column(String(32), ForeignKey("rounds.id", ondelete="CASCADE"), index=True)
+    candidate_id: Mapped[str] = mapped_column(String(32), ForeignKey("candidates.id", ondelete="CASCADE"))
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime())
+    used_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)

@@ -135,7 +135,11 @@ class Store:
 
     # -- tokens ------------------------------------------------------------------------------------------
     def create_token(self, *, role: str, name: str, candidate: str | None = None,
-                     expires_at: dt.datetime | None = None) -> tuple[str, dict]:
+                     expires_at: dt.datetime | None = None, candidate_id: str | None = None) -> tuple[str, dict]:
+        """A candidate token belongs to ``candidate_id``, or to a new candidate record named ``candidate`` (or
+        ``name``): names may repeat and never grant anything."""
+        from harness.service.store import candidates
+
         if role not in ROLES:
             raise ValueError(f"unknown role {role!r}; choose one of {', '.join(ROLES)}")
         if role == "candidate":
@@ -144,6 +148,12 @@ class Store:
         tok = Token(name=name, role=role, candidate=candidate if role == "candidate" else None,
                     token_hash=hash_token(secret), prefix=secret[:10], created_at=now(), expires_at=expires_at)
         with self.session() as s:
+            if role == "candidate":
+                if candidate_id is None:
+                    candidate_id = candidates.add(s, display_name=candidate).id
+                elif s.get(candidates.Candidate, candidate_id) is None:
+                    raise ValueError(f"no candidate {candidate_id!r}")
+                tok.candidate_id = candidate_id
             s.add(tok)
             s.flush()
             return secret, _row(tok)
@@ -175,7 +185,8 @@ class Store:
     # -- submissions: intake -----------------------------------------------------------------------------
     def create_submission(self, *, exercise: str, track_requested: str, track: str, candidate: str | None,
                           filename: str, seed: int, callback_url: str | None, source: str, token_id: int | None,
-                          idempotency_key: str | None, queue: str = "interactive") -> tuple[dict, bool]:
+                          idempotency_key: str | None, queue: str = "interactive", candidate_id: str | None = None,
+                          round_id: str | None = None) -> tuple[dict, bool]:
         """(row, created). With an Idempotency-Key already used by this token: the earlier row, not a new one
         (Conflict when the key names a different submission)."""
         data = source.encode("utf-8")
@@ -188,7 +199,7 @@ class Store:
                          candidate=candidate, filename=filename, seed=seed, callback_url=callback_url,
                          source=source, sha256=sha, size=len(data), token_id=token_id,
                          idempotency_key=idempotency_key, status="queued", attempts=0, received_at=now(),
-                         reports_written=0, queue=queue)
+                         reports_written=0, queue=queue, candidate_id=candidate_id, round_id=round_id)
         try:
             with self.session() as s:
                 s.add(sub)
@@ -225,12 +236,20 @@ class Store:
             return None if row is None else row.npz
 
     def list_submissions(self, *, exercise=None, candidate=None, verdict=None, status=None, since=None,
-                         limit: int = 50, cursor: int | None = None, ids=None) -> list[dict]:
+                         limit: int = 50, cursor: int | None = None, ids=None, candidate_id=None,
+                         round_id=None) -> list[dict]:
+        """``candidate``: a case-insensitive substring of the display name; ``candidate_id``: exactly that one."""
+        from harness.service.store.candidates import name_matches
+
         q = select(Submission)
         if exercise:
             q = q.where(Submission.exercise == exercise)
-        if candidate is not None:
-            q = q.where(Submission.candidate == candidate)
+        if candidate:
+            q = q.where(name_matches(Submission.candidate, candidate))
+        if candidate_id is not None:
+            q = q.where(Submission.candidate_id == candidate_id)
+        if round_id is not None:
+            q = q.where(Submission.round_id == round_id)
         if verdict:
             q = q.where(Submission.verdict == verdict)
         if status:

@@ -1,0 +1,57 @@
+"""Numeric comparison with diagnostics a candidate can act on (max error, first bad index), shared by the
+grader's checks (harness/core/checks.py) and `grade check`, so both word a mismatch the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def compare(actual: np.ndarray, expected: np.ndarray, tol: float) -> dict:
+    """Numeric diagnostics: max abs/rel error, mismatch fraction, first bad index, NaN/Inf counts."""
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        diff = np.abs(a - e)
+        bad = ~(diff <= tol + tol * np.abs(e))        # NaN counts as bad
+        rel = diff / np.maximum(np.abs(e), 1e-12)
+    finite = np.isfinite(diff)
+    first = np.argwhere(bad)
+    return {
+        "max_abs_error": float(diff[finite].max()) if finite.any() else None,
+        "max_rel_error": float(rel[finite].max()) if finite.any() else None,
+        "mismatch_fraction": float(bad.mean()) if bad.size else 0.0,
+        "first_bad_index": [int(i) for i in first[0]] if len(first) else None,
+        "nan_count": int(np.isnan(a).sum()),
+        "inf_count": int(np.isinf(a).sum()),
+        "tolerance": tol,
+        "ok": not bad.any(),
+    }
+
+
+def mismatch_message(diag: dict, actual, expected, *, what: str = "output") -> str:
+    """``output differs from the reference: max abs error 0.0123, 40.0% of entries outside atol=rtol=1e-10;
+    first mismatch at index (0, 1, 2): got 0.5, expected 0.25`` (NaN/Inf counted first when there are any)."""
+    if diag["nan_count"] or diag["inf_count"]:
+        lead = f"{what} contains {diag['nan_count']} NaN and {diag['inf_count']} Inf values"
+    else:
+        lead = f"{what} differs from the reference"
+    where = diag["first_bad_index"]
+    at = ""
+    if where is not None:
+        got, want = distinct(float(actual[tuple(where)]), float(expected[tuple(where)]))
+        at = f"; first mismatch at index {tuple(where)}: got {got}, expected {want}"
+    return (f"{lead}: max abs error {fmt(diag['max_abs_error'])}, "
+            f"{100 * diag['mismatch_fraction']:.1f}% of entries outside atol=rtol={diag['tolerance']:g}{at}")
+
+
+def distinct(got: float, want: float) -> tuple[str, str]:
+    """The two numbers with as many significant digits as it takes to tell them apart (6 to 17)."""
+    for digits in (6, 9, 12, 17):
+        a, b = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if a != b:
+            break
+    return a, b
+
+
+def fmt(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"

@@ -1,0 +1,1 @@
+"""The candidate kit: its public test vectors (computed by the references) and its build (`grade kit build`)."""
