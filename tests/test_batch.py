@@ -324,6 +324,31 @@ def test_summary_says_why_a_row_errored(tmp_path):
     assert "usage:" in rows["binary"] and "binary" in rows["binary"].split("usage:", 1)[1]
 
 
+def test_symlinks_are_refused_not_followed(tmp_path):
+    """Issue 28 #8: ``solution.py -> a secret`` in a submissions folder (or named on the command line) is never
+    read: its report is an error saying it is a link, and the secret appears nowhere in the output."""
+    secret = tmp_path / "id_rsa"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-material-4242\n")
+    subs = tmp_path / "subs" / "alice"
+    subs.mkdir(parents=True)
+    (subs / "solution.py").symlink_to(secret)
+    (tmp_path / "bob.py").symlink_to(secret)
+    out = tmp_path / "out"
+    r = batch(tmp_path, "subs", "bob.py", "-e", "mha", "--out", out, "--sandbox", "local")
+    assert r.returncode == 1 or r.returncode == 2, r.stderr + r.stdout
+    found = reports(out)
+    assert sorted(found) == ["bob.py", "subs__alice__solution.py"], found
+    for (data,) in found.values():
+        validate(data)
+        err = data["environment"]["batch"]["error"]
+        assert data["verdict"] == "error" and err["kind"] == "usage" and "symbolic link" in err["message"]
+        assert data["tests"] == []
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert "secret-material-4242" not in f.read_text(errors="replace"), f
+    assert "secret-material-4242" not in r.stdout + r.stderr
+
+
 def test_a_python_track_batch_with_warm_workers_and_gradescope(tmp_path):
     """attention_cost through the batch: a zygote for the python track, one report per file, Gradescope output."""
     from graders.mutants.build import write_mutant

@@ -65,7 +65,8 @@ def test_a_grader_fault_is_retried_then_infrastructure_error_never_a_verdict(tmp
     data = tmp_path / "data"
     tokens = make_tokens(data, ("interviewer", "ivy"))
     server = Server(data, workers=1, env={"GRADER_SUBMISSION_TIMEOUT_S": "3", "GRADER_MAX_ATTEMPTS": "2",
-                                          "GRADER_RETRY_BACKOFF_S": "0.2"}).start()
+                                          "GRADER_RETRY_BACKOFF_S": "0.2",
+                                          "GRADER_WEBHOOK_ALLOW": "127.0.0.1/32"}).start()
     try:
         hits = []
 

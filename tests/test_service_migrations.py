@@ -56,5 +56,5 @@ def test_downgrade_to_base_and_upgrade_again(store):
     store.migrate()
     store.migrate()   # idempotent
     with store.engine.connect() as conn:
-        assert {"tokens", "submissions", "artifacts", "webhooks", "server_secrets"} <= set(
+        assert {"tokens", "submissions", "artifacts", "webhooks"} <= set(
             inspect(conn).get_table_names())

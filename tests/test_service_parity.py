@@ -47,7 +47,8 @@ def _grade_all(srv, items):
     ivy = srv.client(srv.tokens["ivy"])
     ids = {}
     for label, exercise, track, source in items:
-        r = submit(ivy, exercise, source, track=track, filename=label.replace("/", "_"))
+        # seed 0, as `grade run` uses by default (the service would draw a random one; staff may name it)
+        r = submit(ivy, exercise, source, track=track, filename=label.replace("/", "_"), seed=0)
         assert r.status_code == 202, r.text
         ids[label] = r.json()["id"]
     out = {}

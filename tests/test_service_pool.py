@@ -104,6 +104,53 @@ def test_a_stale_attempt_cannot_write_its_report(env):
     assert store.get(sid)["reports_written"] == 1 and store.get_artifact(sid) == b"npz"
 
 
+def test_a_regrade_does_not_reopen_the_fence_for_a_grader_of_an_earlier_life(env):
+    """Issue 28 #3: grader 1 claims, its lease expires, recovery, regrade, grader 2 claims: grader 1's late finish
+    is refused and grader 2's report is kept. A regrade starts the retry count again, not the fence."""
+    store, settings = env
+    sid = new(store)
+    one = store.claim(sid, "grader-1", -1)          # its lease is already over
+    assert one["attempts"] == 1
+    assert store.recover(all_running=False) == [sid]
+    assert store.regrade(sid)["status"] == "queued"
+    two = store.claim(sid, "grader-2", 60)
+    assert two["attempts"] == 1                     # retries are counted afresh...
+    assert two["lease"] != one["lease"]             # ...the fence is not
+    assert store.finish(sid, one["lease"], report=dict(REPORT, verdict="failed"), npz=None, webhook=None) is None
+    assert store.renew(sid, one["lease"], 60) is False
+    assert store.fail(sid, one["lease"], "late", max_attempts=3, backoff_s=0) is None
+    assert store.finish(sid, two["lease"], report=REPORT, npz=None, webhook=None)["verdict"] == "passed"
+    row = store.get(sid)
+    assert row["verdict"] == "passed" and row["reports_written"] == 1
+
+
+def test_webhooks_are_claimed_once_and_their_attempts_counted_in_the_store(env):
+    """Issue 28 #5 (the store's half): two senders claiming at once get disjoint hooks; a failed delivery is
+    due again after its backoff with its attempt counted once."""
+    store, settings = env
+    sid = new(store)
+    row = store.claim(sid, "g", 60)
+    store.finish(sid, row["lease"], report=REPORT, npz=None, webhook=("http://example.invalid/h", "{}"))
+    got: list[list[dict]] = []
+    barrier = threading.Barrier(4)
+
+    def take():
+        barrier.wait()
+        got.append(store.claim_webhooks(hold_s=60))
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    claimed = [h for batch in got for h in batch]
+    assert len(claimed) == 1 and claimed[0]["attempts"] == 1
+    assert store.claim_webhooks() == []             # held while it is being sent
+    store.webhook_result(claimed[0], ok=False, error="HTTP 500", max_attempts=2, backoff_s=0)
+    again = store.claim_webhooks()
+    assert [h["attempts"] for h in again] == [2]
+    store.webhook_result(again[0], ok=False, error="HTTP 500", max_attempts=2, backoff_s=0)
+    hook = store.webhooks_for(sid)[0]
+    assert hook["gave_up"] and hook["attempts"] == 2 and store.claim_webhooks() == []
+
+
 def test_lease_recovery_only_takes_expired_rows(env):
     store, settings = env
     a, b = new(store), new(store)

@@ -26,6 +26,16 @@ def pg():
     db.drop()
 
 
+def _head() -> str:
+    """The newest migration (whatever its number: revisions are added by other changes too)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(ROOT / "harness" / "service" / "store" / "migrations"))
+    return ScriptDirectory.from_config(cfg).get_current_head()
+
+
 def rows(url: str) -> list[dict]:
     eng = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     with eng.connect() as c:

@@ -65,6 +65,11 @@ def test_variant_catalog_is_complete():
 @pytest.mark.parametrize("path", CORRECT, ids=[_key(p) for p in CORRECT])
 def test_correct_variant_scores_full_marks(path):
     report = grade(exercise=path.parent.name, submission=path, track=_track_of(path), sandbox="local")
+    for t in report.tests:  # flash_attention: the memory measured by the host, printed (issue 22)
+        if t.id.startswith("test_memory_stays_linear_in_s") and "peak_bytes" in t.diagnostics:
+            print(f"{_key(path)} {t.id}: host peak {t.diagnostics['peak_bytes'] / 2 ** 20:.1f} MiB (bound "
+                  f"{t.diagnostics['bound_bytes'] / 2 ** 20:.1f} MiB; worker's own figure "
+                  f"{t.diagnostics.get('worker_peak_bytes', 0) / 2 ** 20:.1f} MiB)")
     assert report.verdict == "passed" and report.score == report.max_score, (
         f"{_key(path)}: verdict {report.verdict}, score {report.score}/{report.max_score}; failing tests:\n"
         + _failures(report))

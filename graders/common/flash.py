@@ -1,6 +1,6 @@
 """The flash_attention exercise's cases and checks: Q, K, V with heads already split, a block size and a causal
-flag; compared with standard attention (the float64 oracle in flash_oracle.py), and the memory measured in the
-worker held against a bound proportional to s·(d_k + block_size)."""
+flag; compared with standard attention (the float64 oracle in flash_oracle.py), and the call's memory, measured by
+the host from the worker's cgroup, held against a bound proportional to s·(d_k + block_size)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,13 @@ from harness.core.checks import CheckFailure, assert_close, check_output, tolera
 from . import flash_oracle
 
 MEMORY_FACTOR = 8   # the peak extra memory may be MEMORY_FACTOR · b·h·s·(d_k + block_size) elements of the dtype
+HOST_ALLOWANCE = 48 << 20  # what the host's figure counts beyond the call's own allocations (see host_bound)
+HELD_ALLOWANCE = 32 << 20  # what a worker may hold before the call beyond its start-up usage (import, kept heap)
+# REMEASURE: a host figure above the bound is measured once more, and the call whose total above start-up (its peak
+# plus what the worker held before it) is lower counts. Under gVisor the sandbox's own memory rose once in ~20 cold
+# runs of a correct file to 84 MiB for one call (9-38 MiB otherwise). Not the lower peak alone: gVisor keeps memory
+# the guest freed, so a second call that materialises s × s again can rise by less than the bound (34 MiB seen)
+# while holding the first call's pages; the total counts them either way.
 
 
 @dataclasses.dataclass
@@ -103,38 +110,92 @@ def check_gradients(candidate, case: FlashCase, rng, record, *, dtype="float64")
 
 
 def memory_bound(case: FlashCase) -> int:
-    """Bytes the call may allocate at its peak: MEMORY_FACTOR · b·h·s_q·(d_k + block_size) · itemsize — the
+    """Bytes the call itself may allocate at its peak: MEMORY_FACTOR · b·h·s_q·(d_k + block_size) · itemsize — the
     output, running statistics and a few (s_q, block) tiles; independent of s_k."""
     b, h, s_q, d_k = case.q.shape
     return MEMORY_FACTOR * b * h * s_q * (d_k + min(case.block, case.k.shape[2])) * case.q.dtype.itemsize
 
 
+def host_bound(case: FlashCase) -> int:
+    """The bound on the host's figure: :func:`memory_bound` plus :data:`HOST_ALLOWANCE`, what the worker's cgroup
+    counts that the call did not allocate (the request's and answer's frames, page tables, gVisor's bookkeeping)."""
+    return memory_bound(case) + HOST_ALLOWANCE
+
+
+def _above_start(result) -> int:
+    """What the worker held at the call's peak beyond its start-up usage: the call's peak plus what it held
+    before the call. An s × s matrix live at the peak is in it however the sandbox recycles freed memory."""
+    host = result.host_memory or {}
+    return host.get("peak_bytes", 0) + host.get("held_bytes", 0)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2 ** 20:.1f} MiB"
+
+
 def check_memory(candidate, case: FlashCase, record) -> dict:
-    """Peak extra memory of one call, measured in the worker, within :func:`memory_bound` — far below one
-    (s_q, s_k) score matrix of the input dtype. The output is also checked (a call that skips the work fails)."""
+    """Peak extra memory of one call as the host measures it (the worker's cgroup counters, reset before the call:
+    harness/sandbox/memory_meter.py) within :func:`host_bound`, far below one (s_q, s_k) score matrix of the input
+    dtype; and what the worker held before the call beyond its start-up usage (memory taken ahead and reused)
+    within :data:`HELD_ALLOWANCE` more; a figure above the bound is measured once more (REMEASURE). The worker's
+    own figure (tracemalloc / a dispatch mode) is a diagnostic that can only fail a call (above
+    :func:`memory_bound`: the submission admits to more), never pass one. Where the host cannot measure, the test
+    is not assessable (skipped, no points), never passed on the worker's word. The output is also checked (a call
+    that skips the work fails)."""
+    import pytest
+
     result = run(candidate, case, memory=True)
     out = check_output(result, shape=case.out_shape, dtype=case.dtype)
+    first = (result.host_memory or {}).get("peak_bytes")
+    if first is not None and first > host_bound(case):  # measured again: the lower total counts (see REMEASURE)
+        again = run(candidate, case, memory=True)
+        if "peak_bytes" in (again.host_memory or {}) and _above_start(again) < _above_start(result):
+            result, out = again, check_output(again, shape=case.out_shape, dtype=case.dtype)
     b, h, s_q, _ = case.q.shape
     matrix = b * h * s_q * case.k.shape[2] * case.q.dtype.itemsize
-    figures = {"bound_bytes": memory_bound(case), "score_matrix_bytes": matrix, "case": case.describe()}
-    mem = result.memory or {}
-    if "peak_bytes" not in mem:
-        raise CheckFailure("the worker did not report the call's memory", figures)
-    figures.update(peak_bytes=mem["peak_bytes"], method=mem.get("method", ""),
-                   peak_over_bound=round(mem["peak_bytes"] / figures["bound_bytes"], 3),
-                   peak_over_score_matrix=round(mem["peak_bytes"] / matrix, 4))
+    figures = {"bound_bytes": host_bound(case), "tile_bound_bytes": memory_bound(case), "score_matrix_bytes": matrix,
+               "case": case.describe()}
+    worker = result.memory or {}
+    if "peak_bytes" in worker:  # the worker's word: shown, never decisive
+        figures.update(worker_peak_bytes=worker["peak_bytes"], worker_method=worker.get("method", ""),
+                       worker_measurement_intact=bool(worker.get("intact")))
+    host = result.host_memory or {}
+    if "peak_bytes" not in host:
+        why = str(host.get("unavailable") or "no measurement came back")
+        figures["host_measurement"] = f"unavailable: {why}"
+        record.note(**figures)
+        seen = f"; the worker says {_mib(worker['peak_bytes'])}" if "peak_bytes" in worker else ""
+        pytest.skip(f"not assessable: the host cannot measure the worker's memory ({why}){seen}, which is not "
+                    f"taken on its word")
+    peak, held = host["peak_bytes"], host.get("held_bytes")
+    figures.update(peak_bytes=peak, method=host.get("method", ""), peak_over_bound=round(peak / figures["bound_bytes"], 3),
+                   peak_over_score_matrix=round(peak / matrix, 4))
+    if first is not None and first > figures["bound_bytes"]:
+        figures["first_peak_bytes"] = first
+    if held is not None:
+        figures["held_bytes"] = held
     record.note(**figures)
-    if not mem.get("intact"):
-        raise CheckFailure("the memory measurement was switched off during your call (tracemalloc stopped or the "
-                           "dispatch mode popped); it cannot be assessed", figures)
-    mib = lambda n: f"{n / 2 ** 20:.1f} MiB"  # noqa: E731
-    text = (f"peak extra memory {mib(mem['peak_bytes'])} (bound {mib(figures['bound_bytes'])} = "
-            f"{MEMORY_FACTOR}·b·h·s·(d_k + block_size)·itemsize; one (s, s) score matrix is {mib(matrix)})")
+    text = (f"peak extra memory {_mib(peak)}, measured by the host from the worker's cgroup (bound "
+            f"{_mib(figures['bound_bytes'])} = {MEMORY_FACTOR}·b·h·s·(d_k + block_size)·itemsize + "
+            f"{_mib(HOST_ALLOWANCE)}; one (s, s) score matrix is {_mib(matrix)}; the worker itself reported "
+            + (_mib(worker["peak_bytes"]) if "peak_bytes" in worker else "nothing") + ")")
     head = flash_oracle.attention(case.q[..., :64, :], case.k, case.v, causal=case.causal)  # the first 64 queries
     ok = bool(np.isfinite(out).all()) and _close(out[..., :64, :], head)
-    if mem["peak_bytes"] > figures["bound_bytes"]:
+    if peak > figures["bound_bytes"]:
         record.signature("memory", **figures)
         raise CheckFailure(f"{text}: something of size s × s was materialised (scores, weights or a mask)", figures)
+    if held is not None and held + peak > figures["bound_bytes"] + HELD_ALLOWANCE:
+        record.signature("memory", **figures)
+        raise CheckFailure(f"{text}, but before the call the worker already held {_mib(held)} more than when it "
+                           f"started (at most {_mib(HELD_ALLOWANCE)} for your import and what earlier calls keep): "
+                           f"memory of size s × s taken ahead of the call", figures)
+    if worker.get("intact") and worker.get("peak_bytes", 0) > figures["tile_bound_bytes"]:
+        # the worker's own figure can only fail a call (a submission admitting to more), never pass one
+        record.signature("memory", **figures)
+        raise CheckFailure(f"{text}: the worker's own measurement ({worker.get('method', '')}) saw "
+                           f"{_mib(worker['peak_bytes'])}, above {_mib(figures['tile_bound_bytes'])} = "
+                           f"{MEMORY_FACTOR}·b·h·s·(d_k + block_size)·itemsize: something of size s × s was "
+                           f"materialised (scores, weights or a mask)", figures)
     if not ok:
         raise CheckFailure(f"{text}, but the output does not match standard attention", figures)
     figures["message"] = text

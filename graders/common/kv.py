@@ -20,6 +20,9 @@ from . import gradients
 from .suite import compare_grads, fit
 
 PAIR = "a pair (out, (K, V))"
+# long decoding: prefill 250; one-token steps across 256; a chunk to 504; steps across 512; a chunk to 1016; steps
+# across 1024; a chunk to 1088; steps to 1104 (past any power-of-two buffer a candidate might hard-code)
+LONG_SCHEDULE = (250, *[1] * 12, 242, *[1] * 12, 500, *[1] * 12, 60, *[1] * 16)
 
 
 def make_case(track, rng, *, b=2, s=6, d=16, h=4, g=2, bias=None, scale=1.0) -> Case:

@@ -11,6 +11,7 @@ import pytest
 from graders.common.problem import Problem
 from graders.common.standard_tests import *  # noqa: F401,F403  (the tests every exercise shares)
 from graders.common.sweep import *  # noqa: F401,F403  (the shape sweep and the large cases)
+from graders.common.value_space import *  # noqa: F401,F403  (scores where softmax code breaks)
 from graders.common.suite import check_forward, check_gradients, check_invariant, padding_mask
 from harness.core.checks import CheckFailure, assert_close, check_output
 

@@ -14,7 +14,7 @@ import signal
 import sys
 
 from harness.core.errors import GraderError, UsageError
-from harness.core.process import die_with_parent
+from harness.core.process import TermWhileBusy, die_with_parent
 
 START_LOG_ENV = "ATTN_GRADER_BATCH_LOG"
 
@@ -61,11 +61,7 @@ def main() -> int:
     die_with_parent(signal.SIGTERM, parent=int(os.environ.get("ATTN_GRADER_BATCH_PARENT", "0") or 0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the batch's to handle: it sends SIGTERM
 
-    def on_term(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise KeyboardInterrupt  # unwinds pytest and the engine, whose `finally` kills the sandbox worker
-
-    signal.signal(signal.SIGTERM, on_term)
+    term = TermWhileBusy()   # mid-grading: unwinds pytest and the engine; idle or closing: lets the close finish
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)                                  # stray prints go to the log, never into the answers
     sys.stdout = sys.stderr
@@ -75,7 +71,8 @@ def main() -> int:
         for line in sys.stdin:
             if not line.strip():
                 continue
-            answer = grade_task(json.loads(line))
+            with term.busy():
+                answer = grade_task(json.loads(line))
             answers.write(json.dumps(answer, allow_nan=False) + "\n")
             answers.flush()
     except (KeyboardInterrupt, BrokenPipeError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -43,27 +44,41 @@ class Item:
     resumed: bool = False
     report: dict | None = None
     seconds: float = 0.0
+    refused: str | None = None  # why it is not graded (a symbolic link): its report says so
 
     @property
     def npz_path(self) -> Path:
         return self.report_path.with_suffix(".npz")
 
 
+def symlink_refusal(path: Path) -> str | None:
+    """Why ``path`` is not graded: it is a symbolic link (lstat; never followed, so a folder holding
+    ``solution.py -> ~/.ssh/id_rsa`` cannot make the grader read that file, send it into the sandbox and
+    print it in a report)."""
+    if path.is_symlink():
+        return (f"{path} is a symbolic link; grade batch does not follow links (copy the file into the folder "
+                "instead)")
+    return None
+
+
 def discover(paths) -> list[Path]:
-    """Submissions from files and folders (every ``.py`` below a folder, hidden folders and caches skipped)."""
+    """Submissions from files and folders (every ``.py`` below a folder, hidden folders and caches skipped;
+    symbolic links are listed, not followed: :func:`symlink_refusal`)."""
     found, seen = [], set()
     for raw in paths:
         p = Path(raw)
-        if not p.exists():
+        if not p.exists() and not p.is_symlink():
             raise UsageError(f"{str(p)!r} does not exist")
-        if p.is_dir():
-            files = sorted(f for f in p.rglob("*.py") if f.is_file()
+        if p.is_symlink():
+            files = [p]
+        elif p.is_dir():
+            files = sorted(f for f in p.rglob("*.py") if (f.is_file() or f.is_symlink())
                            and not any(part.startswith(".") or part == "__pycache__"
                                        for part in f.relative_to(p).parts))
         else:
             files = [p]
         for f in files:
-            r = f.resolve()
+            r = f.absolute() if f.is_symlink() else f.resolve()
             if r not in seen:
                 seen.add(r)
                 found.append(f)
@@ -73,7 +88,7 @@ def discover(paths) -> list[Path]:
 
 
 def label_for(path: Path) -> str:
-    r = path.resolve()
+    r = path.absolute() if path.is_symlink() else path.resolve()
     try:
         return r.relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
@@ -122,8 +137,14 @@ def plan(paths, opts: BatchOptions) -> list[Item]:
     for f, lb, sl in zip(files, labels, slugs):
         if sl in dupes:
             sl = f"{sl}-{hashlib.sha1(lb.encode()).hexdigest()[:8]}"
-        sha, size = _hash_file(f)
-        key = {"sha256": sha, "exercise": ex.name, "track": _key_track(f, ex, opts.track), "harness": __version__}
+        refused = symlink_refusal(f)
+        if refused:   # named by the link, never read through it
+            sha, size = hashlib.sha256(b"symlink:" + os.fsencode(os.readlink(f))).hexdigest(), 0
+            track = opts.track
+        else:
+            sha, size = _hash_file(f)
+            track = _key_track(f, ex, opts.track)
+        key = {"sha256": sha, "exercise": ex.name, "track": track, "harness": __version__}
         items.append(Item(path=f, label=lb, slug=sl, sha256=sha, size=size, key=key,
-                          report_path=Path(opts.out) / report_name(sl, sha)))
+                          report_path=Path(opts.out) / report_name(sl, sha), refused=refused))
     return items

@@ -19,6 +19,7 @@ from pathlib import Path
 from harness.batch.files import existing_report, finish_item, outcome_of
 from harness.batch.plan import BatchOptions, Item, plan
 from harness.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, InfrastructureError, UsageError
+from harness.core.leftovers import sweep_scratch
 
 RECYCLE_AFTER = 40               # submissions per grading process before it is replaced
 
@@ -136,6 +137,7 @@ def run_batch(paths, opts: BatchOptions, *, on_event=None) -> BatchResult:
     lock = _lock_out_dir(out)
     try:
         _clean_temp_files(out)
+        sweep_scratch()   # what graders killed outright left behind (harness/core/leftovers.py)
         items = plan(paths, opts)
         todo = []
         for it in items:
@@ -146,6 +148,11 @@ def run_batch(paths, opts: BatchOptions, *, on_event=None) -> BatchResult:
             else:
                 todo.append(it)
         emit("plan", {"total": len(items), "todo": len(todo), "resumed": len(items) - len(todo)})
+        for it in [it for it in todo if it.refused]:   # a symbolic link: its report says why, nothing is read
+            todo.remove(it)
+            emit("start", it)
+            finish_item(it, opts, {"kind": "usage", "message": it.refused}, 0.0)
+            emit("done", it)
         notices: list[str] = []
         interrupted = _grade_all(todo, opts, out, emit, notices)
         return BatchResult(items=items, elapsed_s=time.monotonic() - t0, notices=notices, interrupted=interrupted)

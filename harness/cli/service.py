@@ -163,7 +163,9 @@ def tokens_revoke(data_dir, db, token_id):
 @store_options
 def tokens_webhook_secret(data_dir, db):
     """Print the secret webhooks are signed with (HMAC-SHA256)."""
-    click.echo(_open(data_dir, db).server_secret("webhook"))
+    from harness.service.keys import server_key
+
+    click.echo(server_key(Settings.resolve(data_dir, db).data_dir, "webhook"))
 
 
 # -- grade worker / grade reconcile ------------------------------------------------------------------------

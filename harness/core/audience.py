@@ -4,6 +4,7 @@ hidden tests."""
 from __future__ import annotations
 
 import copy
+import re
 
 from harness.core.errors import UsageError
 
@@ -34,4 +35,29 @@ def for_audience(report: dict, audience: str = "interviewer") -> dict:
         d["artifacts"]["items"] = [i for i in d["artifacts"].get("items", []) if i["test_id"] not in hidden]
     env = d.get("environment", {})
     env.pop("collection_errors", None)
+    _withhold_seed(d, env.pop("seed", None))
     return d
+
+
+def _withhold_seed(d: dict, seed) -> None:
+    """The inputs are a function of (seed, test): a candidate who knew the seed could replay the hidden
+    inputs offline, so the seed leaves their view everywhere it is written (messages, diagnostics)."""
+    if seed is None:
+        return
+    replay = re.compile(r"\s*`grade [^`]*--seed \d+` replays it\.")
+    named = re.compile(rf"\bseed {int(seed)}\b")
+    for t in d.get("tests", []):
+        if t.get("message"):
+            t["message"] = named.sub("seed withheld", replay.sub("", t["message"]))
+        _drop_seed_keys(t.get("diagnostics"))
+
+
+def _drop_seed_keys(x) -> None:
+    if isinstance(x, dict):
+        for k in [k for k in x if "seed" in str(k)]:
+            del x[k]
+        for v in x.values():
+            _drop_seed_keys(v)
+    elif isinstance(x, list):
+        for v in x:
+            _drop_seed_keys(v)

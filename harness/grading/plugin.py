@@ -208,8 +208,9 @@ class GraderPlugin:
         assert category in CATEGORIES, f"unknown category {category!r} on {item.nodeid}"
         max_points = float(meta.get("points", 1))
         doc = (getattr(item.function, "__doc__", None) or "").strip().splitlines()
-        if report.skipped:
-            status, message, diagnostics = "skipped", "", {}
+        if report.skipped:  # e.g. not assessable on this host: the suite says why
+            status, diagnostics = "skipped", {}
+            message = clean_text(str(call.excinfo.value.msg), 500) if call.excinfo is not None else ""
         elif call.excinfo is None:
             status, message, diagnostics = "passed", "", {}
         else:

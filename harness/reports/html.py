@@ -267,7 +267,8 @@ def render_html(report: dict, *, audience: str = "interviewer", report_path=None
                f'<div class="score" id="score">{d["score"]:g} / {d["max_score"]:g}{pct}</div>'
                f'<div><h1>{e(title_of(d))}</h1><div class="meta">exercise <b>{e(d["exercise"])}</b> · '
                f'{e(d["track"])} track · {e(env.get("sandbox"))} sandbox · {timings.get("total_s", 0):.2f} s · '
-               f'seed {e(env.get("seed"))} · harness {e(env.get("harness"))} · audience {e(audience)}<br>'
+               + (f'seed {e(env["seed"])} · ' if env.get("seed") is not None else "")   # not for candidates
+               + f'harness {e(env.get("harness"))} · audience {e(audience)}<br>'
                f'sha256 <code>{e(sub.get("sha256", ""))}</code></div></div></div>')
     err = batch_error(d)
     if err:

@@ -10,6 +10,10 @@ from typing import NamedTuple
 
 WORKER_DIR = Path(__file__).resolve().parent.parent / "worker"  # holds worker.py and wire.py
 WORKER_FILES = ("worker.py", "wire.py")
+# glibc's malloc in every worker: allocations of 128 KiB and more always mmapped (the threshold stays fixed instead of
+# growing with each free) and freed memory returned, so the worker's cgroup usage, which the host reads as the
+# call's memory (harness/sandbox/memory_meter.py), follows what the call holds rather than what malloc keeps.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 
 
 class DoctorCheck(NamedTuple):
@@ -51,10 +55,19 @@ class WorkerHandle(ABC):
 
     proc: subprocess.Popen
     exchange = None  # harness.sandbox.exchange.Exchange: argument memory the host reads back (None: not offered)
+    idle_memory = None  # a warm worker's cgroup usage while idle, read by its pool before the submission was sent
 
     def close_exchange(self) -> None:
         if self.exchange is not None:
             self.exchange.close()
+
+    def memory_meter(self):
+        """The host's meter of this worker's memory (:class:`harness.sandbox.memory_meter.Meter`: the worker's own
+        cgroup counters), or None when the host cannot measure it; :meth:`memory_meter_reason` then says why."""
+        return None
+
+    def memory_meter_reason(self) -> str:
+        return "this sandbox offers no memory counters the host can read"
 
     @abstractmethod
     def kill(self) -> None:

@@ -24,8 +24,9 @@ import threading
 import time
 from pathlib import Path
 
+from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
-from harness.sandbox.base import WORKER_DIR, WORKER_FILES, DoctorCheck, Limits, Sandbox, WorkerHandle
+from harness.sandbox.base import MALLOC_ENV, WORKER_DIR, WORKER_FILES, DoctorCheck, Limits, Sandbox, WorkerHandle
 
 EXCHANGE_PATH = "/exchange"  # the input exchange file inside the container
 LABEL = "grader.container"
@@ -241,6 +242,8 @@ class DockerHandle(WorkerHandle):
         self._removed = False
         self._killed = False
         self._client = None
+        self._meter = None
+        self._meter_reason = ""
 
     # -- engine calls -------------------------------------------------------------------------------------
     def _api(self):
@@ -260,6 +263,25 @@ class DockerHandle(WorkerHandle):
         if not state.get("Running"):
             self._state = state  # final: cache it so post_mortem works after cleanup()
         return state
+
+    def memory_meter(self):
+        """The container's memory cgroup as the host sees it (runc: the container's processes; runsc: gVisor's
+        whole sandbox), found once through ``docker inspect`` (its id and main pid) and ``/proc/<pid>/cgroup``."""
+        if self._meter is None and self._meter_reason == "" and self.proc.poll() is None:
+            from harness.sandbox import memory_meter
+
+            try:
+                info = self._api().inspect_container(self.name)
+            except Exception as exc:
+                self._meter_reason = f"cannot inspect container {self.name}: {type(exc).__name__}"
+                return None
+            state = info.get("State") or {}
+            self._meter, self._meter_reason = memory_meter.container_cgroup(str(info.get("Id", "")),
+                                                                            state.get("Pid"))
+        return self._meter
+
+    def memory_meter_reason(self) -> str:
+        return self._meter_reason or "the container is not running"
 
     def kill(self) -> None:
         self._killed = True
@@ -413,7 +435,7 @@ class DockerSandbox(Sandbox):
         up, says idle and waits for the submission over its stdin, see :meth:`start_warm`)."""
         mb = 1024 * 1024
         env = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", **MALLOC_ENV}
         env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
         memory = f"{self._cgroup_memory_mb(limits)}m"
         cmd = [
@@ -505,7 +527,7 @@ class DockerSandbox(Sandbox):
         if docker_cli() is None:
             raise InfrastructureError("the `docker` command is not installed")
         parent = os.environ.get("GRADER_SANDBOX_TMPDIR") or None  # a path the engine's host can also see
-        workdir = tempfile.mkdtemp(prefix="grade-docker-", dir=parent)
+        workdir = tempfile.mkdtemp(prefix=scratch_prefix("docker"), dir=parent)
         exchange = None
         try:
             exchange = _exchange()

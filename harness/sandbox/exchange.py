@@ -24,6 +24,8 @@ import secrets
 import tempfile
 from typing import TYPE_CHECKING
 
+from harness.core.leftovers import scratch_prefix
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -71,7 +73,7 @@ class Exchange:
         parent = os.environ.get("GRADER_SANDBOX_TMPDIR") or None
         if parent is None and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK):
             parent = "/dev/shm"
-        folder = tempfile.mkdtemp(prefix="grade-exchange-", dir=parent)
+        folder = tempfile.mkdtemp(prefix=scratch_prefix("exchange"), dir=parent)
         path = os.path.join(folder, "inputs")
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         os.fchmod(fd, 0o666)

@@ -25,9 +25,10 @@ import tempfile
 import threading
 from pathlib import Path
 
+from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
 from harness.sandbox import cgroup
-from harness.sandbox.base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
+from harness.sandbox.base import MALLOC_ENV, WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
 
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LD_LIBRARY_PATH")
 GRADER_PACKAGES = ("harness", "graders", "reference", "exercises")
@@ -182,7 +183,7 @@ def mount_isolation() -> bool:
 
 
 def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
-    probe = tempfile.mkdtemp(prefix="grade-probe-")
+    probe = tempfile.mkdtemp(prefix=scratch_prefix("probe"))
     try:
         box = os.path.join(probe, "box")
         for folder in (box, os.path.join(probe, ".worker")):
@@ -210,7 +211,7 @@ def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
 def scrubbed_env(home: str) -> dict:
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1"}
+           "OPENBLAS_NUM_THREADS": "1", **MALLOC_ENV}
     env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
     return env
 
@@ -234,7 +235,31 @@ def _exchange():
     return Exchange.optional(Exchange.memfd)
 
 
-class LocalHandle(WorkerHandle):
+class _CgroupMeter:
+    """A local worker's memory as the host reads it: the counters of the worker's own cgroup (cold or forked)."""
+
+    cgroup = None
+
+    def memory_meter(self):
+        if getattr(self, "_meter", None) is None and self.cgroup is not None:
+            from harness.sandbox import memory_meter
+
+            group = self.cgroup
+            directory = group.dirs.get("memory") or (group.dirs.get("unified") if group.sup.memory else None)
+            self._meter = memory_meter.for_directory(directory, group.sup.version)
+        return getattr(self, "_meter", None)
+
+    def memory_meter_reason(self) -> str:
+        if self.cgroup is None:
+            sup = cgroup.support()
+            why = sup.reason if sup.version is None else "it was started without one"
+            return f"the local worker has no cgroup of its own ({why})"
+        if not self.cgroup.sup.memory:
+            return f"the local worker's cgroup has no memory controller ({self.cgroup.sup.reason})"
+        return "the local worker's cgroup memory counters cannot be read"
+
+
+class LocalHandle(_CgroupMeter, WorkerHandle):
     def __init__(self, proc: subprocess.Popen, workdir: str, group: "cgroup.WorkerCgroup | None" = None):
         self.proc = proc
         self.workdir = workdir
@@ -295,19 +320,10 @@ def reachable_docker_socket() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _sweep_scratch() -> None:
-    """Once per process: remove scratch folders (grade-<pid>-*) left by graders that were killed outright."""
-    root = Path(tempfile.gettempdir())
-    for folder in root.glob("grade-*-*"):
-        pid = folder.name.split("-")[1]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-            continue  # its grader is still running
-        except ProcessLookupError:
-            shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            continue
+    """Once per process: remove scratch left by graders that were killed outright (harness/core/leftovers.py)."""
+    from harness.core.leftovers import sweep_scratch
+
+    sweep_scratch()
 
 
 class LocalSandbox(Sandbox):
@@ -321,7 +337,7 @@ class LocalSandbox(Sandbox):
                 f"refusing to run a submission in a local process inside a container that can reach the Docker "
                 f"socket {reachable_docker_socket()} (that would hand it the host); grade with --sandbox docker")
         _sweep_scratch()
-        workdir = tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-")
+        workdir = tempfile.mkdtemp(prefix=scratch_prefix())
         os.chmod(workdir, 0o700)
         worker_dir = os.path.join(workdir, ".worker")
         os.mkdir(worker_dir)
@@ -425,7 +441,7 @@ class ForkedProc:
     terminate = kill
 
 
-class ZygoteHandle(WorkerHandle):
+class ZygoteHandle(_CgroupMeter, WorkerHandle):
     """A single-use warm worker forked by a :class:`Zygote`."""
 
     namespaced = True
@@ -503,7 +519,7 @@ class Zygote:
             raise InfrastructureError("the local zygote needs the mount-namespace isolation (unshare), "
                                       "which this machine does not allow")
         _sweep_scratch()
-        self.workdir = tempfile.mkdtemp(prefix=f"grade-{os.getpid()}-")
+        self.workdir = tempfile.mkdtemp(prefix=scratch_prefix())
         os.chmod(self.workdir, 0o700)
         worker_dir = os.path.join(self.workdir, ".worker")
         os.mkdir(worker_dir)

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from harness.service.errors import ApiError
 from harness.service.metrics import Metrics
+from harness.service.report_cache import PageCache
 
 log = logging.getLogger("grader.api")
 MAX_BODY = 2 * 1024 * 1024   # a request body; the submission itself is capped at 1 MB (413 either way)
@@ -93,7 +94,10 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
                   responses={401: {"model": None}})
     app.state.settings, app.state.store, app.state.pool = settings, store, pool
     app.state.metrics = metrics or Metrics()
-    app.state.secret = store.server_secret("session")
+    app.state.pages = PageCache()
+    from harness.service.keys import server_key
+
+    app.state.secret = server_key(settings.data_dir, "session")
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):

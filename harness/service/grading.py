@@ -156,6 +156,14 @@ def grade_source(*, exercise: str, source_path: str, track: str, sandbox: str, s
     return {"kind": "report", "report": data, "npz_b64": npz_b64, "notices": notices}
 
 
+def sweep_leftovers(work_dir: Path) -> list[str]:
+    """At start: remove what graders killed outright left behind (their submission copies in ``work_dir``, the
+    sandboxes' scratch folders and exchange files), by owner and pid (harness/core/leftovers.py)."""
+    from harness.core.leftovers import sweep_scratch, sweep_work
+
+    return sweep_work(work_dir) + sweep_scratch()
+
+
 def warm_up() -> None:
     import harness.grading.engine  # noqa: F401
 

@@ -27,6 +27,7 @@ class Metrics:
                                                    "queue_full, too_large, invalid, unauthorized, forbidden)."),
             "grader_grading_retries_total": ("counter", "Gradings retried after an infrastructure fault."),
             "grader_webhook_deliveries_total": ("counter", "Webhook delivery attempts by outcome."),
+            "grader_report_renders_total": ("counter", "report.html pages rendered (not served from the cache)."),
         }
 
     def inc(self, name: str, amount: float = 1.0, **labels) -> None:

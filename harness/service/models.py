@@ -37,7 +37,7 @@ class SubmissionOut(BaseModel):
     track_requested: str
     candidate: str | None
     filename: str
-    seed: int
+    seed: int | None = Field(None, description="staff only: the seed the test inputs were drawn with")
     sha256: str
     size: int
     received_at: str | None

@@ -41,11 +41,16 @@ def open_store(settings: Settings):
 
 def build(settings: Settings):
     from harness.service.app import create_app
+    from harness.service.keys import KEY_FILE_ENV, SECRET_KEY_ENV, key_file
     from harness.service.metrics import Metrics
     from harness.service.queue.engine import QueueEngine
     from harness.service.webhooks import WebhookSender
 
     store = open_store(settings)
+    if not settings.is_sqlite and not (os.environ.get(SECRET_KEY_ENV) or os.environ.get(KEY_FILE_ENV)):
+        logging.getLogger("grader.keys").warning(
+            "a shared store without %s or %s: this server signs with its own key file %s; give every server "
+            "of the store the same key", SECRET_KEY_ENV, KEY_FILE_ENV, key_file(settings.data_dir))
     metrics = Metrics()
     pool = QueueEngine(store, settings, metrics, embedded=settings.is_sqlite)
     hooks = WebhookSender(store, settings, metrics)

@@ -10,6 +10,8 @@ import dataclasses
 import os
 from pathlib import Path
 
+from harness.service.callbacks import parse_allow
+
 DATA_DIR_ENV = "GRADER_DATA_DIR"
 DATABASE_URL_ENV = "GRADER_DATABASE_URL"
 BROKER_URL_ENV = "GRADER_BROKER_URL"
@@ -51,6 +53,7 @@ class Settings:
     submission_timeout_s: float = 900.0   # watchdog for one grading (the engine bounds itself first)
     webhook_attempts: int = 6
     webhook_backoff_s: float = 1.0
+    webhook_allow: tuple = ()         # networks webhooks may reach though not public (GRADER_WEBHOOK_ALLOW)
     secure_cookies: bool = False      # set the Secure flag (behind https)
     broker_url: str | None = None     # redis://... (or amqp://...): grading in `grade worker` processes
     lease_s: float = 60.0             # a running row's lease, renewed every lease_s / 4 while it is graded
@@ -79,6 +82,7 @@ class Settings:
             retry_backoff_s=_env_float("GRADER_RETRY_BACKOFF_S", 2.0),
             webhook_attempts=_env_int("GRADER_WEBHOOK_ATTEMPTS", 6),
             webhook_backoff_s=_env_float("GRADER_WEBHOOK_BACKOFF_S", 1.0),
+            webhook_allow=parse_allow(os.environ.get("GRADER_WEBHOOK_ALLOW")),
             submission_timeout_s=_env_float("GRADER_SUBMISSION_TIMEOUT_S", 900.0),
             secure_cookies=os.environ.get("GRADER_SECURE_COOKIES", "") not in ("", "0", "false", "no"),
             broker_url=os.environ.get(BROKER_URL_ENV) or None, lease_s=_env_float("GRADER_LEASE_S", 60.0),

@@ -11,14 +11,26 @@ def links(sub_id: str) -> dict:
             "page": f"/submissions/{sub_id}"}
 
 
-def submission_view(row: dict) -> dict:
+# what a candidate reads for an infrastructure error: the raw message (exception text, host paths, the
+# sandbox's stderr) is for staff only
+CANDIDATE_INFRA_ERROR = ("The grader itself failed on this submission; this is not a fault of your code. "
+                         "Please submit again later, or tell your interviewer.")
+
+
+def submission_view(row: dict, audience: str = "interviewer") -> dict:
+    """The submission for ``audience``: a candidate sees neither its seed (the test inputs are a function of
+    it) nor the text of an infrastructure error."""
+    staff = audience != "candidate"
+    error = None
+    if row["status"] == "infrastructure_error":
+        error = row["error_message"] if staff else CANDIDATE_INFRA_ERROR
     return {"id": row["id"], "status": row["status"], "exercise": row["exercise"], "track": row["track"],
             "track_requested": row["track_requested"], "candidate": row["candidate"], "filename": row["filename"],
-            "seed": row["seed"], "sha256": row["sha256"], "size": row["size"],
+            "seed": row["seed"] if staff else None, "sha256": row["sha256"], "size": row["size"],
             "received_at": iso(row["received_at"]), "started_at": iso(row["started_at"]),
             "finished_at": iso(row["finished_at"]), "attempts": row["attempts"], "verdict": row["verdict"],
             "score": row["score"], "max_score": row["max_score"],
-            "error": row["error_message"] if row["status"] == "infrastructure_error" else None,
+            "error": error,
             "queue": row.get("queue") or "interactive", "candidate_id": row.get("candidate_id"),
             "round_id": row.get("round_id"), "links": links(row["id"])}
 

@@ -12,8 +12,8 @@ import dataclasses
 import numpy as np
 
 from harness.core.case import Case
-from harness.session.channel import READ_BACK, WorkerSession
-from harness.core.errors import CandidateException
+from harness.session.channel import HOST_MEMORY, READ_BACK, WorkerSession
+from harness.core.errors import CandidateException, WorkerFault
 from harness.core.exercises import Exercise
 from harness.session.layouts import WEIGHTS, Layout, StructureError, expected_layouts, match_layout  # noqa: F401
 from harness.worker import wire
@@ -21,6 +21,32 @@ from harness.worker import wire
 ARG_FIELDS = {"X": "x", "x": "x", "Y": "y", "context": "y", "Wq": "wq", "Wk": "wk", "Wv": "wv", "Wo": "wo",
               "mask": "mask", "cache": "cache"}
 INT_FIELDS = {"h": "h", "n_heads": "h", "g": "g", "n_kv_heads": "g"}
+def forged(key: str, value: np.ndarray, shape: tuple, dtype) -> WorkerFault:
+    """An array no honest worker can send (a gradient whose shape or dtype is not its argument's): the
+    candidate's process wrote it, so it is the candidate's failure, like any malformed frame."""
+    detail = (f"the worker sent {key!r} with shape {list(value.shape)} and dtype {value.dtype}; "
+              f"expected shape {list(shape)} and dtype {np.dtype(dtype)}")
+    return WorkerFault("error", f"malformed frame from the worker: {detail}", {"protocol_error": detail})
+
+
+def gradients(out: dict, sent: dict) -> dict:
+    """The gradients of the arguments in ``sent`` (name -> the array sent), each checked against its argument's
+    shape and dtype before anyone uses it; gradients of arguments never sent are dropped."""
+    grads = {}
+    for name, before in sent.items():
+        got = out.get(wire.GRAD + name)
+        if got is None:
+            continue
+        if got.shape != before.shape or got.dtype != before.dtype:
+            raise forged(wire.GRAD + name, got, before.shape, before.dtype)
+        grads[name] = got
+    return grads
+
+
+def inputs_after(out: dict, sent: dict) -> dict:
+    """The arguments as the candidate left them, for those that were sent (a different shape or dtype is a
+    mutation the suite reports; an argument never sent is dropped)."""
+    return {name: out[wire.INPUT + name] for name in sent if wire.INPUT + name in out}
 
 
 @dataclasses.dataclass
@@ -32,7 +58,8 @@ class Result:
     flops: int | None = None
     tree: object = None                # a tuple output: nested lists of leaf indices (requests with "tree")
     leaves: list = dataclasses.field(default_factory=list)  # [(info, array or None)] per leaf of the tree
-    memory: dict | None = None         # call(memory=True): peak_bytes (+ method, per-library peaks)
+    memory: dict | None = None         # call(memory=True): the worker's own figure: peak_bytes (+ method, ...)
+    host_memory: dict | None = None    # call(memory=True): the host's figure from the worker's cgroup, or unavailable
     read_back: tuple = ()              # names in inputs_after the host read back itself (the rest: the worker's word)
     absent: tuple = ()                 # case fields the module has no parameter for (a missing bias, held at zero)
     value: object = None               # call_function: the returned value (ints, tuples, dicts; wire.Opaque others)
@@ -163,8 +190,9 @@ class Candidate:
         """Call a function-style entry point (both tracks; exercise.json lists its ``args`` and ``kwargs`` by
         name): array arguments from ``arrays`` (tensors on the torch track), ints and bools from ``values``; a
         keyword whose value is None or absent is not passed. On the torch track ``grad_output`` makes every
-        array argument require grad and brings back their gradients by name; ``memory`` asks the worker for the
-        call's peak extra memory (``Result.memory``)."""
+        array argument require grad and brings back their gradients by name; ``memory`` measures the call's peak
+        extra memory: the host from the worker's cgroup (``Result.host_memory``), the worker itself beside it
+        (``Result.memory``, a diagnostic)."""
         self.calls += 1
         values = values or {}
         send: dict = {}
@@ -193,10 +221,11 @@ class Candidate:
             send[wire.GRAD_OUTPUT] = grad_output
             req["grad_output"] = wire.GRAD_OUTPUT
         head, out = self.session.request(req, send, readback=return_inputs)
-        grads = {k[len(wire.GRAD):]: v for k, v in out.items() if k.startswith(wire.GRAD)}
-        inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
+        args = {k: v for k, v in send.items() if k != wire.GRAD_OUTPUT}
+        grads = gradients(out, args) if grad else {}
+        inputs = inputs_after(out, args)
         return Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, memory=head.get(wire.MEMORY),
-                      read_back=tuple(head.get(READ_BACK, ())))
+                      read_back=tuple(head.get(READ_BACK, ())), host_memory=head.get(HOST_MEMORY))
 
     def call_function(self, function: str, values: dict) -> Result:
         """Call one of a "functions" track's plain functions (exercise.json's ``functions`` table lists its
@@ -242,7 +271,7 @@ class Candidate:
         if self.spec.get("returns"):
             req["tree"] = True
         head, out = self.session.request(req, arrays, readback=return_inputs)
-        inputs = {k[len(wire.INPUT):]: v for k, v in out.items() if k.startswith(wire.INPUT)}
+        inputs = inputs_after(out, arrays)
         return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), {}, inputs,
                                       read_back=tuple(head.get(READ_BACK, ()))), head, out)
 
@@ -286,15 +315,22 @@ class Candidate:
             arrays[wire.GRAD_OUTPUT] = grad_output
             req["grad_output"] = wire.GRAD_OUTPUT
         head, out = self.session.request(req, arrays, readback=return_inputs)
-        grads, inputs = {}, {}
-        inverse = {pname: field for field, pname in lay.names.items()}
-        for key, value in out.items():
-            if key.startswith((wire.GRAD + wire.PARAM, wire.INPUT + wire.PARAM)):
-                target = grads if key.startswith(wire.GRAD) else inputs
-                field = inverse.get(key.split(wire.PARAM, 1)[1])
-                if field is None:
+        args = {k: v for k, v in arrays.items() if not k.startswith(wire.WEIGHT) and k != wire.GRAD_OUTPUT}
+        grads = gradients(out, {k: v for k, v in args.items() if k not in ("mask",) and not k.startswith("cache")}) \
+            if grad else {}
+        inputs = inputs_after(out, args)
+        declared = {p["name"]: tuple(p["shape"]) for p in lay.params}
+        for field, pname in lay.names.items():
+            for prefix, target in ((wire.GRAD, grads), (wire.INPUT, inputs)):
+                value = out.get(prefix + wire.PARAM + pname)
+                if value is None or (prefix == wire.GRAD and not grad):
                     continue
-                if field == "wqkv":
+                if value.shape != declared[pname] or (prefix == wire.GRAD and value.dtype != np.dtype(dtype)):
+                    if prefix == wire.GRAD:
+                        raise forged(prefix + wire.PARAM + pname, value, declared[pname], dtype)
+                    parts = {"wqkv": ("wq", "wk", "wv"), "bqkv": ("bq", "bk", "bv")}.get(field, (field,))
+                    target.update({name: value for name in parts})   # reshaped in place: the suite says so
+                elif field == "wqkv":   # (3d, d), checked above
                     for part, name in zip(np.split(value, 3, axis=0), ("wq", "wk", "wv")):
                         target[name] = part.T
                 elif field == "bqkv":
@@ -302,9 +338,5 @@ class Candidate:
                         target[name] = part
                 else:
                     target[field] = value.T if field.startswith("w") else value
-            elif key.startswith(wire.GRAD):
-                grads[key[len(wire.GRAD):]] = value
-            elif key.startswith(wire.INPUT):
-                inputs[key[len(wire.INPUT):]] = value
         return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, head.get("flops"),
                                       read_back=tuple(head.get(READ_BACK, ())), absent=lay.absent), head, out)

@@ -91,6 +91,7 @@ def _checked_tree(head: dict) -> None:
 
 
 READ_BACK = "read_back"  # a result header field the host sets itself: the INPUT arrays it read back (exchange)
+HOST_MEMORY = "host_memory"  # a result header field the host sets itself: the call's memory from the worker's cgroup
 
 
 def _checked_header(head: dict) -> dict:
@@ -158,6 +159,7 @@ class WorkerSession:
         self.worker_versions: dict = {}
         self.read_back: dict | None = None  # the last request's arguments as the host read them back (exchange)
         self.readback_log: dict = {}        # calls whose inputs the host read back / the worker reported, and why
+        self.boot_memory: int | None = None  # the worker's cgroup usage when its boot frame arrived (host-read)
 
     # -- life cycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -263,6 +265,7 @@ class WorkerSession:
                 head, _ = self._read_frame(self.start_time + self.limits.startup_timeout_s, phase="boot")
                 if head.get("kind") == wire.BOOT:
                     self.boot_time = time.monotonic()
+                    self.boot_memory = self._start_memory()
                     exchange = getattr(self.handle, "exchange", None)
                     if exchange is not None:  # nothing of the candidate's has run: the handshake is the worker's
                         exchange.verify()
@@ -304,6 +307,7 @@ class WorkerSession:
                 self.readback_log["reason"] = exchange.reason if exchange is not None else \
                     f"the {self.sandbox.name} sandbox offers no input exchange"
         payload = wire.encode_frame(header, arrays)
+        meter = self.handle.memory_meter() if header.get(wire.MEMORY) else None
         now = time.monotonic()
         budget_end = self.created + self.limits.total_timeout_s
         if now >= budget_end:
@@ -312,11 +316,20 @@ class WorkerSession:
                                          {"total_timeout_s": self.limits.total_timeout_s})
             raise self.exhausted
         deadline = min(now + self.limits.call_timeout_s, budget_end)
+        metering = meter is not None and meter.begin()
         try:
-            self._write_all(payload, deadline)
-        except (BrokenPipeError, OSError):
-            raise self._fault_after_death("the worker closed its input") from None
-        head, arrs = self._read_frame(deadline, phase="call")
+            try:
+                self._write_all(payload, deadline)
+            except (BrokenPipeError, OSError):
+                raise self._fault_after_death("the worker closed its input") from None
+            head, arrs = self._read_frame(deadline, phase="call")
+            measured = meter.end() if metering else None
+        finally:
+            if meter is not None:
+                meter.end_sampling()
+        head.pop(HOST_MEMORY, None)  # only the host says what it measured
+        if header.get(wire.MEMORY):
+            head[HOST_MEMORY] = self._host_memory(measured)
         kind = head.get("kind")
         if kind == wire.ERROR:
             raise self._candidate_exception(head)
@@ -330,6 +343,26 @@ class WorkerSession:
             arrs = dict(arrs, **{wire.INPUT + name: value for name, value in self.read_back.items()})
             head[READ_BACK] = sorted(self.read_back)  # these INPUT arrays are the host's, not the worker's word
         return head, arrs
+
+    def _start_memory(self) -> int | None:
+        """The worker's cgroup usage before anything of the candidate's ran: a warm worker's as its pool read it
+        while idle, before the file was sent; a cold one's as the boot frame arrives (the candidate's import starts
+        right after the frame is sent, so memory it takes within the host's reaction time counts as the baseline)."""
+        idle = getattr(self.handle, "idle_memory", None)
+        if idle is not None:
+            return idle
+        meter = self.handle.memory_meter()
+        return meter.current() if meter is not None else None
+
+    def _host_memory(self, measured: dict | None) -> dict:
+        """The call's memory as the host measured it (harness/sandbox/memory_meter.py), with ``held_bytes`` (what
+        the worker held before the call beyond its usage at boot), or ``{"unavailable": why}``."""
+        if measured is None:
+            return {"unavailable": self.handle.memory_meter_reason() if self.handle.memory_meter() is None
+                    else "the worker's cgroup memory counters could not be reset or read"}
+        if self.boot_memory is not None:
+            measured["held_bytes"] = max(0, measured["baseline_bytes"] - self.boot_memory)
+        return measured
 
     def _write_all(self, payload: bytes, deadline: float) -> None:
         fd = self.handle.proc.stdin.fileno()

@@ -101,6 +101,8 @@ class WarmPool(Sandbox):
         if self.name == "docker":
             handle.retire = lambda: self._retire(handle)
         self._refill(track, limits)
+        meter = handle.memory_meter()  # idle, before anything of the candidate's exists: the race-free baseline
+        handle.idle_memory = meter.current() if meter is not None else None
         try:
             _write(handle, wire.encode_frame({"op": "load", "entry": entry},
                                              {wire.SOURCE: np.frombuffer(source, dtype=np.uint8)}))

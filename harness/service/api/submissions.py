@@ -6,8 +6,8 @@ import asyncio
 import hashlib
 import datetime as dt
 import json
-import math
 import re
+import secrets
 import threading
 import time
 from urllib.parse import urlsplit
@@ -17,11 +17,11 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from harness.service import grading, rounds, views
+from harness.service import callbacks, grading, rounds, views
 from harness.service.auth import Principal, principal, staff
 from harness.service.errors import ApiError
 from harness.service.models import SubmissionJSON, SubmissionList, SubmissionOut
-from harness.service.store.repository import Conflict, now
+from harness.service.store.repository import Conflict, LimitReached
 from harness.service.api.common import (error_responses, exercise_or_422, parse_cursor, parse_since, report_for, track_or_422,
                      visible_row)
 
@@ -54,8 +54,8 @@ def _json_schema() -> dict:
     return schema
 
 
-def _out(row: dict, report: dict | None = None) -> dict:
-    v = views.submission_view(row)
+def _out(row: dict, who: Principal, report: dict | None = None) -> dict:
+    v = views.submission_view(row, who.audience)
     v["report"] = report
     return v
 
@@ -112,7 +112,7 @@ async def _read_fields(request: Request) -> tuple[dict, bytes, str]:
                                                   "(with 'file')")
 
 
-def _check_callback(url: str | None, who: Principal) -> str | None:
+def _check_callback(url: str | None, who: Principal, allow: tuple) -> str | None:
     if url is None:
         return None
     if not who.is_staff:
@@ -120,7 +120,20 @@ def _check_callback(url: str | None, who: Principal) -> str | None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc or not parts.hostname:
         raise ApiError(422, "invalid_callback_url", "callback_url: must be an absolute http(s) URL")
+    why = callbacks.literal_refusal(url, allow)   # a host name is resolved and checked at every delivery
+    if why:
+        raise ApiError(422, "invalid_callback_url", f"callback_url: {why}")
     return url
+
+
+def _seed_for(value: int | None, who: Principal) -> int:
+    """A fresh random seed for every submission (so no two gradings of one file draw the same inputs, and
+    resubmitting cannot be used to pick inputs that miss a bug); only staff may name one (a replay)."""
+    if value is None:
+        return secrets.randbelow(2**32)
+    if not who.is_staff:
+        raise ApiError(403, "forbidden", "seed: only interviewer or admin tokens may choose the seed")
+    return value
 
 
 QUEUE_NAMES = ("interactive", "bulk", "ci")
@@ -136,40 +149,6 @@ def _queue_for(value: str | None, who: Principal) -> str:
     if value != "interactive" and not who.is_staff:
         raise ApiError(403, "forbidden", "queue: candidate submissions are always interactive")
     return value
-
-
-class _ById:
-    """The per-candidate counts by candidate id (two candidates who share a name share no limit)."""
-
-    def __init__(self, store, candidate_id: str):
-        from harness.service.store import candidates
-
-        self.in_flight = lambda _name: candidates.in_flight(store, candidate_id)
-        self.received_since = lambda _name, since: candidates.received_since(store, candidate_id, since)
-
-
-def _limits(request: Request, candidate: str | None, candidate_id: str | None = None) -> None:
-    s, store, metrics = request.app.state.settings, request.app.state.store, request.app.state.metrics
-    queue_store = store
-    if candidate_id:
-        store = _ById(queue_store, candidate_id)
-    if queue_store.queue_depth() >= s.queue_max:
-        metrics.inc("grader_rejections_total", reason="queue_full")
-        raise ApiError(503, "queue_full", "the grading queue is full; try again shortly",
-                       headers={"Retry-After": "10"})
-    if candidate is None:
-        return
-    if s.max_in_flight and store.in_flight(candidate) >= s.max_in_flight:
-        metrics.inc("grader_rejections_total", reason="in_flight")
-        raise ApiError(429, "too_many_in_flight", f"candidate {candidate!r} already has {s.max_in_flight} "
-                                                  "submissions queued or running", headers={"Retry-After": "5"})
-    if s.rate_per_minute:
-        n, oldest = store.received_since(candidate, now() - dt.timedelta(seconds=60))
-        if n >= s.rate_per_minute:
-            wait = 60 - (now() - oldest).total_seconds() if oldest else 60
-            metrics.inc("grader_rejections_total", reason="rate_limit")
-            raise ApiError(429, "rate_limited", f"candidate {candidate!r} made {n} submissions in the last "
-                                                "minute", headers={"Retry-After": str(max(1, math.ceil(wait)))})
 
 
 def _staff_candidate(store, value: str | None) -> tuple[str | None, str | None]:
@@ -191,7 +170,7 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
         status = exc.context.get("status", 422)
         request.app.state.metrics.inc("grader_rejections_total", reason="too_large" if status == 413 else "invalid")
         raise ApiError(status, "too_large" if status == 413 else "invalid_source", exc.message) from None
-    callback = _check_callback(fields.get("callback_url"), who)
+    callback = _check_callback(fields.get("callback_url"), who, request.app.state.settings.webhook_allow)
     queue = _queue_for(fields.get("queue"), who)
     if who.role == "candidate":
         if fields.get("candidate") not in (None, who.candidate, who.candidate_id):
@@ -201,25 +180,31 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
         candidate, candidate_id = _staff_candidate(store, fields.get("candidate"))
     resolved = grading.detect_track(source, exercise) if track == "auto" else track
     filename = (_FILENAME_BAD.sub("_", filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]) or "submission.py")[:200]
-    seed = fields.get("seed") if fields.get("seed") is not None else 0   # the CLI's default
+    seed = _seed_for(fields.get("seed"), who)
     kw = dict(exercise=exercise, track_requested=track, track=resolved, candidate=candidate, filename=filename,
               seed=seed, callback_url=callback, source=source, token_id=who.token_id, idempotency_key=key,
               queue=queue, candidate_id=candidate_id)
-    # the limit checks and the insert, one at a time in this process (and per candidate across processes)
+    lim = request.app.state.settings
+    # the round's admission and the insert one at a time per candidate (rounds.serialized); the limits are counted
+    # in the store, in the insert's own transaction, so they hold across API processes
     with _intake_lock, rounds.serialized(store, who):
-        if key:
-            try:
+        try:
+            if key:
                 found = store.find_by_key(who.token_id, key)
                 if found is not None:
                     return store.check_same(found, hashlib.sha256(data).hexdigest(), exercise), False
-            except Conflict as exc:
-                raise ApiError(409, "idempotency_conflict", str(exc)) from None
-        kw["round_id"] = rounds.admit(store, who, exercise, resolved)   # 403 before anything is stored
-        _limits(request, candidate, candidate_id)
-        try:
-            return store.create_submission(**kw)
+            kw["round_id"] = rounds.admit(store, who, exercise, resolved)   # 403 before anything is stored
+            return store.create_submission(**kw, limits={"queue_max": lim.queue_max,
+                                                         "max_in_flight": lim.max_in_flight,
+                                                         "rate_per_minute": lim.rate_per_minute})
         except Conflict as exc:
             raise ApiError(409, "idempotency_conflict", str(exc)) from None
+        except LimitReached as exc:
+            request.app.state.metrics.inc("grader_rejections_total", reason=exc.reason)
+            raise ApiError(503 if exc.reason == "queue_full" else 429,
+                           {"queue_full": "queue_full", "in_flight": "too_many_in_flight",
+                            "rate_limit": "rate_limited"}[exc.reason],
+                           exc.message, headers={"Retry-After": str(exc.retry_after)}) from None
 
 
 @router.post("", status_code=202, response_model=SubmissionOut,
@@ -246,7 +231,7 @@ async def create_submission(request: Request, wait: float = Query(0, ge=0, le=MA
     if row["status"] == "done" and wait:
         report = rounds.report_for(store, who, row, report_for(row, "interviewer"))
     code = 200 if row["status"] in ("done", "infrastructure_error") or not created else 202
-    return JSONResponse(_out(rounds.row_for(store, who, row), report), status_code=code,
+    return JSONResponse(_out(rounds.row_for(store, who, row), who, report), status_code=code,
                         headers={"Location": f"/v1/submissions/{row['id']}"})
 
 
@@ -281,12 +266,13 @@ def list_submissions(request: Request, exercise: str | None = Query(None, max_le
     more = len(rows) > limit
     rows = rows[:limit]
     store = request.app.state.store
-    return {"items": [_out(rounds.row_for(store, who, r)) for r in rows], "next_cursor": str(rows[-1]["seq"]) if more else None}
+    return {"items": [_out(rounds.row_for(store, who, r), who) for r in rows],
+            "next_cursor": str(rows[-1]["seq"]) if more else None}
 
 
 @router.get("/{sub_id}", response_model=SubmissionOut, responses=error_responses(401, 404))
 def get_submission(sub_id: str, request: Request, who: Principal = Depends(principal)):
-    return _out(rounds.row_for(request.app.state.store, who, visible_row(request, who, sub_id)))
+    return _out(rounds.row_for(request.app.state.store, who, visible_row(request, who, sub_id)), who)
 
 
 @router.get("/{sub_id}/report", responses={200: {"description": "the report (schema "
@@ -319,22 +305,34 @@ def get_report_html(sub_id: str, request: Request,
         if policy == "received":
             return HTMLResponse(views.received_html(row), headers={"Cache-Control": "no-store"})
         if policy == "summary":
-            return HTMLResponse(grading.report_html(rounds.summary_report(report), audience="candidate",
-                                                    source=row["source"], npz=None))
-    npz = request.app.state.store.get_artifact(sub_id)
-    page = grading.report_html(report, audience=aud, source=row["source"], npz=npz)
+            page, rendered = request.app.state.pages.get_or_render(
+                (sub_id, "summary", row["lease"]), lambda: grading.report_html(
+                    rounds.summary_report(report), audience="candidate", source=row["source"], npz=None))
+            if rendered:
+                request.app.state.metrics.inc("grader_report_renders_total")
+            return HTMLResponse(page)
+
+    def render() -> str:
+        npz = request.app.state.store.get_artifact(sub_id)
+        return grading.report_html(report, audience=aud, source=row["source"], npz=npz)
+    page, rendered = request.app.state.pages.get_or_render((sub_id, aud, row["lease"]), render)
+    if rendered:
+        request.app.state.metrics.inc("grader_report_renders_total")
     return HTMLResponse(page)
 
 
 @router.post("/{sub_id}/regrade", status_code=202, response_model=SubmissionOut,
              responses=error_responses(401, 403, 404, 409))
-def regrade(sub_id: str, request: Request, who: Principal = Depends(staff)):
-    """Grade the stored file again (interviewer or admin); the new report replaces the old one."""
+def regrade(sub_id: str, request: Request, who: Principal = Depends(staff),
+            seed: int | None = Query(None, ge=0, le=2**32 - 1,
+                                     description="draw the inputs with this seed (default: the stored one)")):
+    """Grade the stored file again (interviewer or admin); the new report replaces the old one. Without `seed`
+    the inputs are those of the first grading."""
     row = visible_row(request, who, sub_id)
     if row["status"] == "running":
         raise ApiError(409, "running", "this submission is being graded right now", headers={"Retry-After": "5"})
-    row = request.app.state.store.regrade(sub_id, queue="bulk")
+    row = request.app.state.store.regrade(sub_id, queue="bulk", seed=seed)
     if row["status"] != "queued":
         raise ApiError(409, "running", "this submission is being graded right now", headers={"Retry-After": "5"})
     request.app.state.pool.enqueue(sub_id, "bulk")
-    return JSONResponse(_out(row), status_code=202)
+    return JSONResponse(_out(row, who), status_code=202)

@@ -140,7 +140,7 @@ def _exercises(request: Request, who: Principal, *, error: str | None = None, st
     exercises = [grading.exercise_summary(n) for n in rounds.visible_exercises(store, who)]
     mine = store.list_submissions(candidate_id=who.candidate_id or "", limit=20) if not who.is_staff else []
     return _render(request, "exercises.html", status, who=who, exercises=exercises, error=error,
-                   mine=[views.submission_view(rounds.row_for(store, who, r)) for r in mine],
+                   mine=[views.submission_view(rounds.row_for(store, who, r), who.audience) for r in mine],
                    my_rounds=rounds.open_rounds(store, who), tracks=grading.TRACKS,
                    track_labels={"numpy": "NumPy", "torch": "PyTorch", "python": "Python"})
 
@@ -184,7 +184,7 @@ def submission_page(request: Request, sub_id: str):
     if row is None or not can_see(who, row):
         return _render(request, "message.html", 404, who=who, title="Not found", message="No such submission.")
     store = request.app.state.store
-    sub = views.submission_view(rounds.row_for(store, who, row))
+    sub = views.submission_view(rounds.row_for(store, who, row), who.audience)
     summary, cats = [], []
     if row["status"] == "done" and row["report_json"] and rounds.policy(store, who, row) != "received":
         report = rounds.report_for(store, who, row, json.loads(row["report_json"]))
@@ -211,7 +211,7 @@ def list_page(request: Request, exercise: str = Query("", max_length=64), candid
     rows = rows[:50]
     query = {k: v for k, v in (("exercise", exercise), ("candidate", candidate), ("verdict", verdict),
                                ("round", round)) if v}
-    return _render(request, "list.html", who=who, subs=[views.submission_view(r) for r in rows],
+    return _render(request, "list.html", who=who, subs=[views.submission_view(r, who.audience) for r in rows],
                    filters=query, exercises=grading.exercise_names(),
                    export_query=urlencode(query), next_cursor=str(rows[-1]["seq"]) if more else None,
                    next_query=urlencode({**query, "cursor": str(rows[-1]["seq"])}) if more else "")

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 
+from harness.service import grading
 from harness.service.queue.actors import WorkerContext, declare_actors
 from harness.service.queue.broker import QUEUES, Broker
 
@@ -111,6 +112,9 @@ class QueueEngine:
 
     def start(self) -> None:
         (self.settings.data_dir / "work").mkdir(parents=True, exist_ok=True)
+        swept = grading.sweep_leftovers(self.settings.data_dir / "work")
+        if swept:
+            log.info("removed %d leftovers of graders that were killed: %s", len(swept), ", ".join(swept[:5]))
         if self.in_process:
             import dramatiq
 

@@ -29,6 +29,9 @@ def run_worker(settings, *, concurrency: int, queues=QUEUES, grace_s: float = 60
         raise ValueError("grade worker needs a broker: --broker redis://HOST:PORT/DB (or GRADER_BROKER_URL)")
     store = open_store(settings)
     (settings.data_dir / "work").mkdir(parents=True, exist_ok=True)
+    from harness.service.grading import sweep_leftovers
+
+    sweep_leftovers(settings.data_dir / "work")    # what a killed predecessor on this host left behind
     broker = Broker(settings.broker_url, settings)
     ctx = WorkerContext(store, settings, broker, owner=worker_id or new_worker_id(), kind="worker",
                         concurrency=concurrency, queues=queues)

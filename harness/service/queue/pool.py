@@ -168,16 +168,16 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
     row = store.claim(submission_id, owner, lease, takeover=True)
     if row is None:
         return None
-    attempt = row["attempts"]
+    attempt, fence = row["attempts"], row["lease"]
     if row.get("taken_over"):
         log.warning("submission %s: its lease expired (grader gone); attempt %s takes it over", submission_id, attempt)
 
     def beat():
         try:
-            store.renew(submission_id, attempt, lease)
+            store.renew(submission_id, fence, lease)
         except Exception as exc:  # the store is briefly away: the lease has room for a few missed beats
             log.warning("submission %s: could not renew the lease (%s)", submission_id, type(exc).__name__)
-    work = Path(tempfile.mkdtemp(prefix=f"sub-{submission_id}-", dir=settings.data_dir / "work"))
+    work = Path(tempfile.mkdtemp(prefix=f"sub-{os.getpid()}-{submission_id}-", dir=settings.data_dir / "work"))
     t0 = time.monotonic()
     try:
         path = work / "submission.py"
@@ -212,7 +212,7 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
 
             done_row["finished_at"] = now()
             hook = (row["callback_url"], json.dumps(views.webhook_payload(done_row)))
-        final = _patiently(lambda: store.finish(submission_id, attempt, report=report, npz=npz, webhook=hook), lease)
+        final = _patiently(lambda: store.finish(submission_id, fence, report=report, npz=npz, webhook=hook), lease)
         if final is None:
             log.warning("submission %s: attempt %s lost its claim; report discarded", submission_id, attempt)
             return None
@@ -230,7 +230,7 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
         hook = (row["callback_url"], lambda r: json.dumps(views.webhook_payload(
             {c.key: getattr(r, c.key) for c in r.__table__.columns})))
     max_attempts = 1 if answer.get("kind") == "usage" else settings.max_attempts
-    status = _patiently(lambda: store.fail(submission_id, attempt, message, max_attempts=max_attempts,
+    status = _patiently(lambda: store.fail(submission_id, fence, message, max_attempts=max_attempts,
                                            backoff_s=retry_after, webhook_url_payload=hook), lease)
     log.warning("submission %s attempt %s: infrastructure fault (%s) -> %s", submission_id, attempt, message, status)
     if metrics is not None:

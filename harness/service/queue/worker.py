@@ -12,18 +12,14 @@ import os
 import signal
 import sys
 
-from harness.core.process import die_with_parent
+from harness.core.process import TermWhileBusy, die_with_parent
 
 
 def main() -> int:
     die_with_parent(signal.SIGTERM, parent=int(os.environ.get("GRADER_SERVICE_PARENT", "0") or 0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    def on_term(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
+    term = TermWhileBusy()   # mid-grading: unwinds the engine; idle or closing: lets the warm pool close
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
@@ -37,8 +33,10 @@ def main() -> int:
             if not line.strip():
                 continue
             task = json.loads(line)
-            answer = grading.grade_source(exercise=task["exercise"], source_path=task["path"], track=task["track"],
-                                          sandbox=task["sandbox"], seed=task["seed"], label=task.get("label"))
+            with term.busy():
+                answer = grading.grade_source(exercise=task["exercise"], source_path=task["path"],
+                                              track=task["track"], sandbox=task["sandbox"], seed=task["seed"],
+                                              label=task.get("label"))
             answers.write(json.dumps(answer, allow_nan=False) + "\n")
             answers.flush()
     except (KeyboardInterrupt, BrokenPipeError):

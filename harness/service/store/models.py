@@ -46,7 +46,9 @@ class Submission(Base):
     token_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
     status: Mapped[str] = mapped_column(String(32))               # queued | running | done | infrastructure_error
-    attempts: Mapped[int] = mapped_column(Integer, default=0)     # grading attempts started (claims)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)     # grading attempts since intake or regrade
+    # the grader's fence: +1 at every claim, never reset (a regrade resets attempts, so they cannot fence)
+    lease: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     not_before: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
     lease_owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
     lease_until: Mapped[dt.datetime | None] = mapped_column(DateTime(), nullable=True)
@@ -93,12 +95,6 @@ class Webhook(Base):
     gave_up: Mapped[bool] = mapped_column(Boolean, default=False)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     __table_args__ = (Index("ix_webhooks_pending", "delivered", "gave_up", "next_at"),)
-
-
-class ServerSecret(Base):
-    __tablename__ = "server_secrets"
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(String(200))
 
 
 class WorkerRow(Base):

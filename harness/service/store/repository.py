@@ -1,8 +1,9 @@
 """All reads and writes of the store. State changes of a submission are single conditional UPDATEs, so two
 graders (threads, processes or machines) can never both own it and a stale one can never write a report:
 
-* claim:  queued -> running   (attempts += 1; the attempt number is the grader's lease on the row)
-* finish: running -> done     only WHERE attempts = <the grader's attempt>; the report lands in the same row
+* claim:  queued -> running   (lease += 1 and attempts += 1; the lease number is the grader's fence on the row,
+          and never goes back, while attempts counts tries since intake or the last regrade)
+* finish: running -> done     only WHERE lease = <the grader's fence>; the report lands in the same row
 * retry:  running -> queued   (an infrastructure fault, with backoff) or -> infrastructure_error at the cap
 * recover: running rows whose lease expired (or, in embedded mode, all of them at start) -> queued
 """
@@ -13,6 +14,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
+import math
 import secrets
 import threading
 from pathlib import Path
@@ -21,7 +23,7 @@ from sqlalchemy import and_, create_engine, event, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import sessionmaker
 
-from harness.service.store.models import Artifact, Base, Counter, ServerSecret, Submission, Token, Webhook, WorkerRow
+from harness.service.store.models import Artifact, Base, Counter, Submission, Token, Webhook, WorkerRow
 
 ROLES = ("admin", "interviewer", "candidate")
 IN_FLIGHT = ("queued", "running")
@@ -47,6 +49,14 @@ def _row(obj) -> dict:
 
 class Conflict(Exception):
     """An Idempotency-Key reused for a different submission."""
+
+
+class LimitReached(Exception):
+    """A submission refused by a limit counted in the store: ``reason`` is queue_full, in_flight or rate_limit."""
+
+    def __init__(self, reason: str, message: str, retry_after: int):
+        super().__init__(message)
+        self.reason, self.message, self.retry_after = reason, message, retry_after
 
 
 class Store:
@@ -119,20 +129,6 @@ class Store:
     def dispose(self) -> None:
         self.engine.dispose()
 
-    # -- secrets -----------------------------------------------------------------------------------------
-    def server_secret(self, name: str) -> str:
-        with self.session() as s:
-            row = s.get(ServerSecret, name)
-            if row is not None:
-                return row.value
-        try:
-            with self.session() as s:
-                s.add(ServerSecret(name=name, value=secrets.token_hex(32)))
-        except IntegrityError:
-            pass
-        with self.session() as s:
-            return s.get(ServerSecret, name).value
-
     # -- tokens ------------------------------------------------------------------------------------------
     def create_token(self, *, role: str, name: str, candidate: str | None = None,
                      expires_at: dt.datetime | None = None, candidate_id: str | None = None) -> tuple[str, dict]:
@@ -186,9 +182,12 @@ class Store:
     def create_submission(self, *, exercise: str, track_requested: str, track: str, candidate: str | None,
                           filename: str, seed: int, callback_url: str | None, source: str, token_id: int | None,
                           idempotency_key: str | None, queue: str = "interactive", candidate_id: str | None = None,
-                          round_id: str | None = None) -> tuple[dict, bool]:
+                          round_id: str | None = None, limits: dict | None = None) -> tuple[dict, bool]:
         """(row, created). With an Idempotency-Key already used by this token: the earlier row, not a new one
-        (Conflict when the key names a different submission)."""
+        (Conflict when the key names a different submission). ``limits`` ({queue_max, max_in_flight,
+        rate_per_minute}, 0 for none) are checked in the insert's own transaction, one intake at a time on the
+        store (SQLite: BEGIN IMMEDIATE; Postgres: an advisory lock), so they hold across API processes;
+        LimitReached when one is reached."""
         data = source.encode("utf-8")
         sha = hashlib.sha256(data).hexdigest()
         if idempotency_key:
@@ -202,6 +201,8 @@ class Store:
                          reports_written=0, queue=queue, candidate_id=candidate_id, round_id=round_id)
         try:
             with self.session() as s:
+                if limits:
+                    self._check_limits(s, candidate, candidate_id, limits)
                 s.add(sub)
                 s.flush()
                 return _row(sub), True
@@ -210,6 +211,32 @@ class Store:
             if found is None:
                 raise
             return self.check_same(found, sha, exercise), False
+
+    def _check_limits(self, s, candidate: str | None, candidate_id: str | None, limits: dict) -> None:
+        """The per-candidate counts go by candidate id when there is one (two candidates who share a name share
+        no limit), else by the name staff gave."""
+        if not self.is_sqlite:   # SQLite's BEGIN IMMEDIATE already makes every intake wait for the last one
+            s.execute(select(func.pg_advisory_xact_lock(7112)))
+        t = now()
+        queued = s.scalar(select(func.count()).select_from(Submission).where(Submission.status == "queued"))
+        if limits.get("queue_max") and queued >= limits["queue_max"]:
+            raise LimitReached("queue_full", "the grading queue is full; try again shortly", 10)
+        if candidate is None and candidate_id is None:
+            return
+        mine = Submission.candidate_id == candidate_id if candidate_id else Submission.candidate == candidate
+        cap = limits.get("max_in_flight")
+        if cap and s.scalar(select(func.count()).select_from(Submission).where(
+                mine, Submission.status.in_(IN_FLIGHT))) >= cap:
+            raise LimitReached("in_flight", f"candidate {candidate!r} already has {cap} submissions queued or "
+                                            "running", 5)
+        rate = limits.get("rate_per_minute")
+        if rate:
+            n, oldest = s.execute(select(func.count(), func.min(Submission.received_at)).where(
+                mine, Submission.received_at >= t - dt.timedelta(seconds=60))).one()
+            if n >= rate:
+                wait = 60 - (t - oldest).total_seconds() if oldest else 60
+                raise LimitReached("rate_limit", f"candidate {candidate!r} made {n} submissions in the last minute",
+                                   max(1, math.ceil(wait)))
 
     def find_by_key(self, token_id, key) -> dict | None:
         """The submission this token made with this Idempotency-Key, if any."""
@@ -273,10 +300,6 @@ class Store:
         out.update({k: v for k, v in rows})
         return out
 
-    def queue_depth(self) -> int:
-        with self.session() as s:
-            return s.scalar(select(func.count()).select_from(Submission).where(Submission.status == "queued"))
-
     def verdict_counts(self) -> dict:
         """{verdict: rows} over the finished submissions (every process's gradings)."""
         with self.session() as s:
@@ -288,18 +311,6 @@ class Store:
         with self.session() as s:
             rows = s.execute(select(Submission.status, func.count()).group_by(Submission.status)).all()
         return {k: v for k, v in rows}
-
-    def in_flight(self, candidate: str | None) -> int:
-        with self.session() as s:
-            return s.scalar(select(func.count()).select_from(Submission).where(
-                Submission.candidate == candidate, Submission.status.in_(IN_FLIGHT)))
-
-    def received_since(self, candidate: str | None, since: dt.datetime) -> tuple[int, dt.datetime | None]:
-        """How many submissions this candidate made since ``since``, and the oldest of them."""
-        with self.session() as s:
-            n, oldest = s.execute(select(func.count(), func.min(Submission.received_at)).where(
-                Submission.candidate == candidate, Submission.received_at >= since)).one()
-            return n, oldest
 
     # -- submissions: grading ----------------------------------------------------------------------------
     def due_ids(self, limit: int = 100) -> list[str]:
@@ -318,13 +329,14 @@ class Store:
                          or_(Submission.not_before.is_(None), Submission.not_before <= t))
         expired = and_(Submission.status == "running", Submission.lease_until < t)
         with self.session() as s:
-            before = s.execute(select(Submission.status, Submission.attempts).where(Submission.id == sub_id)).first()
+            before = s.execute(select(Submission.status, Submission.lease).where(Submission.id == sub_id)).first()
             if before is None:
                 return None
             res = s.execute(update(Submission).where(
-                Submission.id == sub_id, Submission.attempts == before.attempts,
+                Submission.id == sub_id, Submission.lease == before.lease,
                 or_(claimable, expired) if takeover else claimable)
-                .values(status="running", attempts=Submission.attempts + 1, started_at=t, lease_owner=owner,
+                .values(status="running", attempts=Submission.attempts + 1, lease=Submission.lease + 1,
+                        started_at=t, lease_owner=owner,
                         lease_until=t + dt.timedelta(seconds=lease_s), not_before=None))
             if res.rowcount != 1:
                 return None
@@ -335,21 +347,21 @@ class Store:
                 self._bump(s, "redeliveries")
             return row
 
-    def renew(self, sub_id: str, attempt: int, lease_s: float) -> bool:
+    def renew(self, sub_id: str, fence: int, lease_s: float) -> bool:
         with self.session() as s:
             res = s.execute(update(Submission).where(Submission.id == sub_id, Submission.status == "running",
-                                                     Submission.attempts == attempt)
+                                                     Submission.lease == fence)
                             .values(lease_until=now() + dt.timedelta(seconds=lease_s)))
             return res.rowcount == 1
 
-    def finish(self, sub_id: str, attempt: int, *, report: dict, npz: bytes | None,
+    def finish(self, sub_id: str, fence: int, *, report: dict, npz: bytes | None,
                webhook: tuple[str, str] | None) -> dict | None:
-        """running -> done with the report, only for the grader holding this attempt. The artifact and the
+        """running -> done with the report, only for the grader holding this fence (the claim's ``lease``). The artifact and the
         webhook delivery are written in the same transaction: all or nothing."""
         t = now()
         with self.session() as s:
             res = s.execute(update(Submission).where(
-                Submission.id == sub_id, Submission.status == "running", Submission.attempts == attempt)
+                Submission.id == sub_id, Submission.status == "running", Submission.lease == fence)
                 .values(status="done", finished_at=t, verdict=report.get("verdict"), score=report.get("score"),
                         max_score=report.get("max_score"), report_json=json.dumps(report, allow_nan=False),
                         error_message=None, lease_owner=None, lease_until=None,
@@ -366,15 +378,17 @@ class Store:
                 s.add(Webhook(submission_id=sub_id, url=webhook[0], payload=webhook[1], attempts=0, next_at=t))
             return _row(s.scalar(select(Submission).where(Submission.id == sub_id)))
 
-    def fail(self, sub_id: str, attempt: int, message: str, *, max_attempts: int, backoff_s: float,
+    def fail(self, sub_id: str, fence: int, message: str, *, max_attempts: int, backoff_s: float,
              webhook_url_payload=None) -> str | None:
-        """An infrastructure fault: back to queued after a backoff, or infrastructure_error past the cap."""
+        """An infrastructure fault of the grader holding ``fence``: back to queued after a backoff, or
+        infrastructure_error once ``attempts`` reaches the cap."""
         t = now()
         with self.session() as s:
             row = s.scalar(select(Submission).where(Submission.id == sub_id, Submission.status == "running",
-                                                    Submission.attempts == attempt))
+                                                    Submission.lease == fence))
             if row is None:
                 return None
+            attempt = row.attempts
             if attempt < max_attempts:
                 row.status, row.not_before = "queued", t + dt.timedelta(seconds=backoff_s * 2 ** (attempt - 1))
                 row.enqueued_at, row.message_id = None, None     # the reconciler sends it again when due
@@ -480,39 +494,52 @@ class Store:
                 WorkerRow.last_heartbeat >= now() - dt.timedelta(seconds=forget_after_s))
                 .order_by(WorkerRow.last_heartbeat.desc()))]
 
-    def regrade(self, sub_id: str, queue: str = "bulk") -> dict | None:
-        """Back to queued, whatever its state but running (a running one is already being graded)."""
+    def regrade(self, sub_id: str, queue: str = "bulk", *, seed: int | None = None) -> dict | None:
+        """Back to queued, whatever its state but running (a running one is already being graded). The retry
+        count starts again; the fence (``lease``) does not, so a grader of an earlier life can write nothing."""
         with self.session() as s:
             s.execute(update(Submission).where(Submission.id == sub_id, Submission.status != "running")
                             .values(status="queued", attempts=0, not_before=None, verdict=None, score=None,
                                     max_score=None, report_json=None, error_message=None, started_at=None,
                                     finished_at=None, reports_written=0, queue=queue, enqueued_at=None,
-                                    message_id=None))
+                                    message_id=None, **({} if seed is None else {"seed": seed})))
             row = s.scalar(select(Submission).where(Submission.id == sub_id))
             return None if row is None else _row(row)
 
     # -- webhooks ----------------------------------------------------------------------------------------
-    def due_webhooks(self, limit: int = 20) -> list[dict]:
+    def claim_webhooks(self, limit: int = 20, *, hold_s: float = 60.0) -> list[dict]:
+        """Due deliveries, each claimed for this caller: its ``next_at`` moved ``hold_s`` ahead and its attempt
+        counted, by a conditional update, so several senders on one store never send the same hook at once (a
+        sender that dies mid-delivery leaves the hook due again after ``hold_s``: at least once)."""
+        t = now()
         with self.session() as s:
-            return [_row(w) for w in s.scalars(select(Webhook).where(
-                Webhook.delivered.is_(False), Webhook.gave_up.is_(False), Webhook.next_at <= now())
-                .order_by(Webhook.id).limit(limit))]
+            due = s.execute(select(Webhook.id, Webhook.next_at).where(
+                Webhook.delivered.is_(False), Webhook.gave_up.is_(False), Webhook.next_at <= t)
+                .order_by(Webhook.id).limit(limit)).all()
+        out = []
+        for hook_id, next_at in due:
+            with self.session() as s:
+                res = s.execute(update(Webhook).where(Webhook.id == hook_id, Webhook.next_at == next_at,
+                                                      Webhook.delivered.is_(False), Webhook.gave_up.is_(False))
+                                .values(next_at=t + dt.timedelta(seconds=hold_s), attempts=Webhook.attempts + 1))
+                if res.rowcount == 1:
+                    out.append(_row(s.get(Webhook, hook_id)))
+        return out
 
-    def webhook_result(self, hook_id: int, *, ok: bool, error: str | None, max_attempts: int,
+    def webhook_result(self, hook: dict, *, ok: bool, error: str | None, max_attempts: int,
                        backoff_s: float) -> None:
+        """Record the delivery of a hook claimed by :meth:`claim_webhooks` (its attempt is already counted)."""
+        n = hook["attempts"]
+        if ok:
+            values = dict(delivered=True, last_error=None)
+        elif n >= max_attempts:
+            values = dict(gave_up=True, last_error=(error or "")[:1000])
+        else:
+            values = dict(last_error=(error or "")[:1000],
+                          next_at=now() + dt.timedelta(seconds=backoff_s * 2 ** (n - 1)))
         with self.session() as s:
-            w = s.get(Webhook, hook_id)
-            if w is None:
-                return
-            w.attempts += 1
-            if ok:
-                w.delivered, w.last_error = True, None
-            else:
-                w.last_error = (error or "")[:1000]
-                if w.attempts >= max_attempts:
-                    w.gave_up = True
-                else:
-                    w.next_at = now() + dt.timedelta(seconds=backoff_s * 2 ** (w.attempts - 1))
+            s.execute(update(Webhook).where(Webhook.id == hook["id"], Webhook.attempts == n,
+                                            Webhook.delivered.is_(False)).values(**values))
 
     def webhooks_for(self, sub_id: str) -> list[dict]:
         with self.session() as s:
