@@ -17,6 +17,7 @@ from .exercises import KitUsageError
 
 MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "timeout": "TIMEOUT"}
 MAX_SOURCE_BYTES = 1_000_000
+LIMIT_TEXT = f"1 MB ({MAX_SOURCE_BYTES:,} bytes)"   # how every message, page and schema states the limit
 
 
 def read_source(path: Path) -> str:
@@ -35,7 +36,8 @@ def decode_source(data: bytes, limit: int = MAX_SOURCE_BYTES) -> str:
     """The text of a submission's bytes, or KitUsageError: over ``limit``, binary (NUL bytes) or not UTF-8. The
     service vets uploads with it too (harness/service/grading.py)."""
     if len(data) > limit:
-        raise KitUsageError(f"the submission is {len(data)} bytes; the limit is {limit} (1 MB)")
+        said = LIMIT_TEXT if limit == MAX_SOURCE_BYTES else f"{limit:,} bytes"
+        raise KitUsageError(f"the submission is {len(data):,} bytes; a submission may be at most {said}")
     if b"\x00" in data:
         raise KitUsageError("the submission is a binary file (it contains NUL bytes)")
     try:

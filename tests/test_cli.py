@@ -84,7 +84,7 @@ def test_failing_run_exits_1_and_leads_with_the_diagnosis(run, tmp_path):
     (lambda p: p, "is a directory"),
     (lambda p: (p / "bin.py").write_bytes(b"\x00\x01\x02") and p / "bin.py", "binary"),
     (lambda p: (p / "latin.py").write_bytes(b"x = '\xe9'\n") and p / "latin.py", "not UTF-8"),
-    (lambda p: (p / "big.py").write_text("#" * 1_000_001) and p / "big.py", "limit is 1000000"),
+    (lambda p: (p / "big.py").write_text("#" * 1_000_001) and p / "big.py", "at most 1 MB (1,000,000 bytes)"),
 ])
 def test_unusable_input_exits_2_with_one_line(run, tmp_path, make, needle):
     result = run("mha", make(tmp_path), "--sandbox", "local")

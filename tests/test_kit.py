@@ -432,15 +432,17 @@ def test_interviewer_notes_reach_staff_only(server):
     assert "**Answer.**" in staff["interviewer_notes"] and "`scale_sqrt_d`" in staff["interviewer_notes"]
     candidate = cat.get("/v1/exercises/mha").json()
     assert candidate["interviewer_notes"] is None and "scale_sqrt_d" not in json.dumps(candidate)
-    from harness.service.auth import COOKIE
-
-    def page(token):
-        with httpx.Client(base_url=server.url, cookies={COOKIE: token}, timeout=60) as browser:
+    def page(token):   # signed in through the sign-in form (the session cookie holds a session id, not the token)
+        with httpx.Client(base_url=server.url, timeout=60) as browser:
+            form = browser.get("/login").text
+            csrf = re.search(r'name="csrf" value="([^"]+)"', form).group(1)
+            assert browser.post("/login", data={"csrf": csrf, "token": token, "next": "/"}).status_code == 303
             r = browser.get("/exercises/mha")
             assert r.status_code == 200
             return r.text
 
-    assert "Interviewer notes" in page(server.tokens["ivy"]) and "**Answer.**" in page(server.tokens["ivy"])
+    assert "Interviewer notes" in page(server.tokens["ivy"])   # rendered Markdown on the page
+    assert "<strong>Answer.</strong>" in page(server.tokens["ivy"])
     page = page(server.tokens["cat"])
     assert "Interviewer notes" not in page and "scale_sqrt_d" not in page and "Answer." not in page
 

@@ -38,6 +38,12 @@ class DefaultGroup(click.Group):
         except Exception as exc:
             fail(InfrastructureError(f"internal grader error: {type(exc).__name__}: {exc}"))
 
+    def format_help_text(self, ctx, formatter):
+        from harness.core.exercises import exercise_list
+
+        self.help = (self.help or "").replace("{exercises}", exercise_list())  # from the registry, never stale
+        super().format_help_text(ctx, formatter)
+
     def parse_args(self, ctx, args):
         if args and args[0] not in self.commands and not args[0].startswith("-"):
             args = ["run", *args]
@@ -47,7 +53,7 @@ class DefaultGroup(click.Group):
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="attention-grader")
 def main():
-    """Grade attention implementations (MHA, masked MHA, cross-attention, GQA) in NumPy or PyTorch.
+    """Grade attention exercises in NumPy, PyTorch or plain Python. Exercises: {exercises}.
 
     \b
     grade list                       the exercises and their tracks

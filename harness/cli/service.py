@@ -47,28 +47,28 @@ def serve_cmd(data_dir, db, host, port, workers, sandbox, broker, log_level):
     """Run the grading service: the HTTP API and pages, the store, and grading — in-process workers, or
     `grade worker` processes on other hosts with --broker."""
     from harness.service.queue.broker import redact
-    from harness.service.server import DataDirLocked, serve
+    from harness.service.server import CannotListen, DataDirLocked, serve
 
     settings = Settings.resolve(data_dir, db, host=host, port=port, workers=workers, sandbox=sandbox,
                                 broker_url=broker)
     if settings.broker_url and settings.is_sqlite:
         _fail("--broker needs a store the workers can reach: --db postgresql://... (GRADER_DATABASE_URL)", EXIT_USAGE)
-    click.echo(f"grade serve: data directory {settings.data_dir}", err=True)
-    grading_by = (f"grading by `grade worker` processes through {redact(settings.broker_url)}" if settings.broker_url
-                  else f"{settings.workers} grading workers, sandbox {settings.sandbox}{runtime_note()}")
-    click.echo(f"grade serve: store {'SQLite (WAL) ' + str(settings.data_dir / 'grader.db') if settings.is_sqlite else 'Postgres'}"
-               f"; {grading_by}", err=True)
-    click.echo(f"grade serve: http://{host}:{port}/  (API docs at /docs)", err=True)
-    try:
-        from harness.service.server import open_store
 
-        store = open_store(settings)
+    def announce(store, bound_port):   # once the data dir and the port are ours: never a URL that is not served
+        click.echo(f"grade serve: data directory {settings.data_dir}", err=True)
+        grading_by = (f"grading by `grade worker` processes through {redact(settings.broker_url)}"
+                      if settings.broker_url else
+                      f"{settings.workers} grading workers, sandbox {settings.sandbox}{runtime_note()}")
+        where = "SQLite (WAL) " + str(settings.data_dir / "grader.db") if settings.is_sqlite else "Postgres"
+        click.echo(f"grade serve: store {where}; {grading_by}", err=True)
+        click.echo(f"grade serve: http://{host}:{bound_port}/  (pages; API docs at /docs)", err=True)
         if store.count_tokens() == 0:
             click.echo("grade serve: no tokens yet: grade tokens create --role admin --name YOU"
                        + (f" --data-dir {settings.data_dir}" if data_dir else ""), err=True)
-        store.dispose()
-        serve(settings, log_level=log_level)
-    except DataDirLocked as exc:
+
+    try:
+        serve(settings, log_level=log_level, announce=announce)
+    except (DataDirLocked, CannotListen) as exc:
         _fail(str(exc), EXIT_USAGE)
 
 

@@ -90,13 +90,19 @@ class Exercise:
 
 @functools.lru_cache(maxsize=1)
 def all_exercises() -> dict[str, Exercise]:
+    """Every exercise, in teaching order (exercise.json's "order"; one without it comes last, by name)."""
+    metas = [json.loads(meta.read_text()) for meta in EXERCISES_DIR.glob("*/exercise.json")]
     found = {}
-    for meta in sorted(EXERCISES_DIR.glob("*/exercise.json")):
-        data = json.loads(meta.read_text())
+    for data in sorted(metas, key=lambda d: (d.get("order", 10**6), d["name"])):
         tracks = {t: data[t] for t in TRACKS if isinstance(data.get(t), dict)}
         found[data["name"]] = Exercise(data["name"], data["title"], data["summary"], tracks, data.get("limits", {}),
                                        data.get("public", {}))
     return found
+
+
+def exercise_list() -> str:
+    """The exercises' names for help texts and descriptions, e.g. "mha, masked_mha, ..., flash_attention"."""
+    return ", ".join(all_exercises())
 
 
 def get_exercise(name: str) -> Exercise:

@@ -23,7 +23,7 @@ def save(items: list[dict], path: str | os.PathLike) -> dict:
         for name, arr in item["arrays"].items():
             flat[f"{key}__{name}"] = arr
         meta.append({"test_id": item["test_id"], "key": key, "h": item["h"], "g": item["g"],
-                     "dtype": item["dtype"], "fields": sorted(item["arrays"])})
+                     "dtype": item["dtype"], "kind": item.get("kind", "mha"), "fields": sorted(item["arrays"])})
     buf = io.BytesIO()
     np.savez_compressed(buf, **flat)
     data = buf.getvalue()

@@ -56,6 +56,9 @@ def _status_for(exc: BaseException) -> tuple[str, str, dict] | None:
     error, a fixture or suite helper raising, a warning turned into an error): never charged to the candidate."""
     if isinstance(exc, WorkerFault):
         return exc.status, exc.message, dict(exc.diagnostics)
+    if isinstance(exc, CandidateException) and exc.exc_type == "MissingEntryPoint":
+        # not an exception of the candidate's code: the file loads but lacks the function or class to call
+        return "error", f"missing entry point: {exc.exc_message}", {"exception": exc.exc_type, "phase": exc.phase}
     if isinstance(exc, CandidateException):
         where = {"import": "while importing your file", "init": "in __init__", "load": "while loading weights",
                  "forward": "in forward", "call": "in your function", "output": "while converting your output"}

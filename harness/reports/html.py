@@ -130,7 +130,8 @@ def error_heatmaps(item: dict) -> tuple[str, str]:
             ax.set_xlabel("feature (d_k)", fontsize=8)
             ax.set_yticks([])
         fig.colorbar(im2, ax=list(axes[1:]), shrink=0.85, pad=0.02)
-        caption += " Per head: the error of the context vectors before W_o, recovered through W_o⁻¹."
+        caption += (" Per head: the error of the context vectors before W_o, recovered through W_o⁻¹." if "wo" in a
+                    else " Per head: the error of that head's output.")
     for ax in axes:
         ax.tick_params(labelsize=7)
         _index_ticks(ax)
@@ -321,9 +322,9 @@ def render_html(report: dict, *, audience: str = "interviewer", report_path=None
                            "</figure>")
         out.append("</section>")
     elif verdict != "passed" and d.get("tests"):
-        out.append('<section id="plots"><h2>Where the output goes wrong</h2><p class="note">No plot data: the '
-                   "report has no .npz sidecar (reports from <code>grade batch</code> keep one for failing "
-                   "numeric tests).</p></section>")
+        out.append('<section id="plots"><h2>Where the output goes wrong</h2><p class="note">No plot data: no '
+                   "failing test kept arrays to draw (they are kept for failing tests whose output has the right "
+                   "shape; <code>grade run</code> keeps them with <code>--json</code>).</p></section>")
     # tests
     out.append(f'<section id="tests"><h2>Tests ({len(d.get("tests", []))})</h2><table class="tests"><thead><tr>'
                "<th>status</th><th>category</th><th>test</th><th>points</th><th>time</th></tr></thead><tbody>")

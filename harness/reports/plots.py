@@ -15,13 +15,9 @@ def _split(t, n, d_k):
 def reference_pattern(a: dict, h: int, g: int | None = None) -> np.ndarray:
     """The reference attention weights (b, h, s_q, s_k) of a case (contract: True = may NOT attend; a fully
     masked row attends to nothing)."""
-    x = a["x"].astype(np.float64)
-    src = a["y"].astype(np.float64) if "y" in a else x
-    d = x.shape[-1]
-    d_k = d // h
-    g = h if g is None else g
-    q = _split(x @ a["wq"] + a.get("bq", 0), h, d_k)
-    k = _split(src @ a["wk"] + a.get("bk", 0), g, d_k)
+    q, k = _queries_keys(a, h, g)
+    d_k = q.shape[-1]
+    g = k.shape[1]
     if g != h:
         k = np.repeat(k, h // g, axis=1)
     scores = q @ k.swapaxes(-1, -2) / np.sqrt(d_k)
@@ -38,19 +34,41 @@ def reference_pattern(a: dict, h: int, g: int | None = None) -> np.ndarray:
     return np.where(m, 0.0, p)
 
 
-def values(a: dict, h: int, g: int | None = None) -> np.ndarray:
-    """Per-head values (b, h, s_k, d_k) in float64."""
+def _queries_keys(a: dict, h: int, g: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Q (b, h, s_q, d_k) and K (b, g, s_k, d_k) in float64: given (flash), or projected from x (and y), after a
+    cached prefix ``pk`` when there is one (kv_cache)."""
+    if "q" in a:
+        return a["q"].astype(np.float64), a["k"].astype(np.float64)
     x = a["x"].astype(np.float64)
     src = a["y"].astype(np.float64) if "y" in a else x
     d_k = x.shape[-1] // h
     g = h if g is None else g
-    v = _split(src @ a["wv"] + a.get("bv", 0), g, d_k)
+    q = _split(x @ a["wq"] + a.get("bq", 0), h, d_k)                  # (b, h, s_q, d_k)
+    k = _split(src @ a["wk"] + a.get("bk", 0), g, d_k)                # (b, g, s_new, d_k)
+    if "pk" in a:
+        k = np.concatenate([a["pk"].astype(np.float64), k], axis=2)   # (b, g, t0 + s_new, d_k)
+    return q, k
+
+
+def values(a: dict, h: int, g: int | None = None) -> np.ndarray:
+    """Per-head values (b, h, s_k, d_k) in float64."""
+    if "v" in a:
+        return a["v"].astype(np.float64)
+    x = a["x"].astype(np.float64)
+    src = a["y"].astype(np.float64) if "y" in a else x
+    d_k = x.shape[-1] // h
+    g = h if g is None else g
+    v = _split(src @ a["wv"] + a.get("bv", 0), g, d_k)                # (b, g, s_new, d_k)
+    if "pv" in a:
+        v = np.concatenate([a["pv"].astype(np.float64), v], axis=2)   # (b, g, t0 + s_new, d_k)
     return np.repeat(v, h // g, axis=1) if g != h else v
 
 
 def contexts(a: dict, h: int, out: np.ndarray) -> np.ndarray | None:
     """Per-head context vectors (b, h, s_q, d_k) that produce ``out`` through W_o (and b_o), or None when W_o
     is not safely invertible."""
+    if "wo" not in a:   # flash: the output is the heads' contexts, merged
+        return _split(out.astype(np.float64), h, out.shape[-1] // h) if np.all(np.isfinite(out)) else None
     wo = a["wo"].astype(np.float64)
     if wo.shape[0] != wo.shape[1] or not np.all(np.isfinite(out)) or np.linalg.cond(wo) > 1e8:
         return None

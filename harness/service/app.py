@@ -10,18 +10,27 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from harness.service import grading
 from harness.service.errors import ApiError
 from harness.service.metrics import Metrics
 from harness.service.report_cache import PageCache
 
 log = logging.getLogger("grader.api")
-MAX_BODY = 2 * 1024 * 1024   # a request body; the submission itself is capped at 1 MB (413 either way)
+# One limit: the submission's (grading.size_limit_text()). A request body may be twice that, room for the JSON
+# escaping or the multipart framing around a file at the limit; a body over it is refused unread, and its 413
+# states the submission's limit, like every other 413.
+MAX_BODY = 2 * grading.max_source_bytes()
+DRAIN_MAX = 8 * MAX_BODY                # a refused body up to this size is read (and dropped) before the 413
+PAGE_UPLOADS = ("/submit",)             # form posts whose refusal is a page (pages.views.TOO_LARGE_KEY)
+TOO_LARGE_KEY = "grader.body_too_large"
+HEAD_KEPT = 64 * 1024                   # of a refused page upload, for the fields sent before the file
 CSP = ("default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
 
 
 class BodyLimit:
-    """Pure ASGI middleware: a body larger than MAX_BODY is answered 413 before the app reads it."""
+    """Pure ASGI middleware: a body larger than MAX_BODY is answered 413 before the app sees it (the rest of a
+    body up to DRAIN_MAX is read and dropped first, so the client gets the answer rather than a reset)."""
 
     def __init__(self, app, limit: int = MAX_BODY):
         self.app, self.limit = app, limit
@@ -35,7 +44,7 @@ class BodyLimit:
         except ValueError:
             declared = 0
         if declared > self.limit:
-            return await self._too_large(scope, receive, send)
+            return await self._too_large(scope, receive, send, more=declared <= DRAIN_MAX)
         chunks, size, more = [], 0, True
         while more:
             msg = await receive()
@@ -44,7 +53,8 @@ class BodyLimit:
             body = msg.get("body", b"")
             size += len(body)
             if size > self.limit:
-                return await self._too_large(scope, receive, send)
+                return await self._too_large(scope, receive, send, more=msg.get("more_body", False),
+                                             head=b"".join(chunks + [body])[:HEAD_KEPT])
             chunks.append(body)
             more = msg.get("more_body", False)
         data = b"".join(chunks)
@@ -59,19 +69,42 @@ class BodyLimit:
 
         return await self.app(scope, replay, send)
 
-    async def _too_large(self, scope, receive, send):
+    @staticmethod
+    async def _drain(receive) -> bytes:
+        """Read the rest of the body (at most DRAIN_MAX) and drop it; the first HEAD_KEPT bytes are returned."""
+        left, head = DRAIN_MAX, b""
+        while left > 0:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                break
+            body = msg.get("body", b"")
+            left -= len(body)
+            head = head if len(head) >= HEAD_KEPT else (head + body)[:HEAD_KEPT]
+            if not msg.get("more_body", False):
+                break
+        return head
+
+    async def _too_large(self, scope, receive, send, *, more: bool, head: bytes = b""):
+        if more:   # read the rest (bounded) and drop it: a client still sending when we close would get a reset
+            rest = await self._drain(receive)   # instead of the 413 (a browser shows a network error, not our page)
+            head = (head + rest)[:HEAD_KEPT]
         app = scope.get("app")
         if app is not None:
             with contextlib.suppress(Exception):
                 app.state.metrics.inc("grader_rejections_total", reason="too_large")
-        err = ApiError(413, "too_large", f"the request body is over {self.limit} bytes; a submission may be "
-                                         "at most 1 MB")
+        if scope["path"] in PAGE_UPLOADS:   # a browser's upload: the page answers, given only the body's head
+            async def empty():              # (the form's fields before the file: what the user had chosen)
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            return await self.app({**scope, TOO_LARGE_KEY: {"head": head}}, empty, send)
+        err = ApiError(413, "too_large", f"the request is too large: a submission may be at most "
+                                         f"{grading.size_limit_text()}")
         resp = JSONResponse(err.body(), status_code=413, headers={"Connection": "close"})
         await resp(scope, receive, send)
 
 
 def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhooks=None) -> FastAPI:
-    from harness.service import pages
+    from harness.service import docs, pages
     from harness.service.access_log import AccessLog
     from harness.service.api import candidates, exercises, exports, rounds, submissions, system, tokens
 
@@ -87,10 +120,11 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
                 webhooks.stop()
             pool.stop()
 
-    app = FastAPI(title="attention-grader", version="1", lifespan=lifespan,
-                  description="Grades attention implementations (MHA, masked MHA, cross-attention, GQA). Every "
-                              "endpoint but /healthz, /readyz, /docs and /openapi.json needs "
-                              "`Authorization: Bearer <token>` (`grade tokens create`).",
+    app = FastAPI(title="attention-grader", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  description=f"Grades attention implementations; exercises: {grading.exercise_list()} "
+                              "(GET /v1/exercises). Every endpoint but /healthz, /readyz, /docs and /openapi.json "
+                              "needs `Authorization: Bearer <token>` (an interviewer or admin makes one with "
+                              "`grade tokens create`).",
                   responses={401: {"model": None}})
     app.state.settings, app.state.store, app.state.pool = settings, store, pool
     app.state.metrics = metrics or Metrics()
@@ -147,14 +181,13 @@ def create_app(settings, store, pool, *, metrics: Metrics | None = None, webhook
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         response.headers.setdefault("Referrer-Policy", "no-referrer")
         response.headers.setdefault("X-Frame-Options", "DENY")
-        if request.url.path in ("/docs",):
-            del response.headers["Content-Security-Policy"]  # swagger UI loads its own scripts
         return response
 
     for r in (system.router, submissions.router, exports.router, exercises.router, tokens.router, rounds.router,
               candidates.router):
         app.include_router(r)
     app.include_router(pages.router)
+    docs.install(app)
     app.add_middleware(BodyLimit)
     app.add_middleware(AccessLog)
     return app

@@ -27,11 +27,24 @@ def max_source_bytes() -> int:
     return MAX_BYTES
 
 
+def size_limit_text() -> str:
+    """The submission size limit as every message states it, e.g. "1 MB (1,000,000 bytes)"."""
+    from harness.grading.submission import LIMIT_TEXT
+
+    return LIMIT_TEXT
+
+
 # -- exercises -------------------------------------------------------------------------------------------
 def exercise_names() -> list[str]:
     from harness.core.exercises import all_exercises
 
     return list(all_exercises())
+
+
+def exercise_list() -> str:
+    from harness.core.exercises import exercise_list as f
+
+    return f()
 
 
 def did_you_mean(value: str, choices) -> str:
@@ -90,6 +103,16 @@ def stub_text(name: str, track: str | None = None) -> str:
     return ex.stub_path(track).read_text(encoding="utf-8")
 
 
+def unchanged_stub(name: str, source: str) -> str | None:
+    """The track whose stub ``source`` is, unchanged (whitespace aside), or None."""
+    ex = get_exercise(name)
+    norm = lambda t: "\n".join(ln.rstrip() for ln in t.strip().splitlines())  # noqa: E731
+    for track in ex.track_names:
+        if norm(source) == norm(ex.stub_path(track).read_text(encoding="utf-8")):
+            return track
+    return None
+
+
 def default_track(name: str) -> str:
     return get_exercise(name).default_track
 
@@ -113,15 +136,19 @@ def detect_track(source: str, exercise: str) -> str:
 
 
 def vet_source(data: bytes) -> str:
-    """The submission's text, or UsageError for what `grade` refuses too (binary, not UTF-8, too large)."""
+    """The submission's text, or UsageError for what `grade` refuses too (binary, not UTF-8, too large) and for
+    an empty file (nothing to grade)."""
     from gradekit.check import decode_source   # the candidate kit's check refuses the same files
     from gradekit.exercises import KitUsageError
 
     limit = max_source_bytes()
     try:
-        return decode_source(data, limit)
+        text = decode_source(data, limit)
     except KitUsageError as exc:
         raise UsageError(str(exc), **({"status": 413} if len(data) > limit else {})) from None
+    if not text.strip():
+        raise UsageError("the submission is empty: send the .py file with your implementation")
+    return text
 
 
 # -- grading (called in a grading process, never in the API process) -----------------------------------
@@ -234,6 +261,13 @@ def gradescope_results(report: dict) -> dict:
     from harness.reports.gradescope import results_json
 
     return results_json(report)
+
+
+def failure_groups(tests: list[dict]) -> list[list[dict]]:
+    """Failing tests grouped by identical status, message and diagnostics (one crash shown once)."""
+    from harness.reports.summary import failure_groups as f
+
+    return f(tests)
 
 
 def category_scores(report: dict) -> list[dict]:

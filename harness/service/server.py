@@ -3,15 +3,21 @@ one server per SQLite store), wire the pool, the webhooks and the app, run uvico
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
+import socket
 
 from harness.service.settings import Settings
 
 
 class DataDirLocked(RuntimeError):
     pass
+
+
+class CannotListen(RuntimeError):
+    """The address is taken (another server on the port) or not ours to listen on."""
 
 
 def lock_data_dir(settings: Settings):
@@ -57,17 +63,47 @@ def build(settings: Settings):
     return create_app(settings, store, pool, metrics=metrics, webhooks=hooks), store
 
 
-def serve(settings: Settings, *, log_level: str = "info") -> None:
+def listen(settings: Settings) -> socket.socket:
+    """The listening socket, bound before anything is announced, so a taken port is one clear error."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise CannotListen(f"port {settings.port} on {settings.host} is already in use (another server?); "
+                               "stop it or choose another port with --port") from None
+        raise CannotListen(f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(settings: Settings, *, log_level: str = "info", announce=None) -> None:
+    """Take the data dir's lock and the port, then ``announce()`` (the URL), then serve until stopped. Either
+    refusal (DataDirLocked, CannotListen) comes before any announcement."""
     import uvicorn
 
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     fd = lock_data_dir(settings)   # one server per data dir (and so per SQLite store, or per owner id)
-    app, store = build(settings)
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False,
-                    proxy_headers=False, server_header=False, timeout_graceful_shutdown=10)
+        sock = listen(settings)
+    except CannotListen:
+        os.close(fd)
+        raise
+    if log_level != "debug":
+        logging.getLogger("alembic").setLevel(logging.WARNING)   # the migration's plugin chatter is not news
+    app, store = build(settings)
+    if announce is not None:
+        announce(store, sock.getsockname()[1])   # the port bound (--port 0 picks a free one)
+    try:
+        config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=log_level, access_log=False,
+                                proxy_headers=False, server_header=False, timeout_graceful_shutdown=10)
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
+        sock.close()
         store.dispose()
         if fd is not None:
             os.close(fd)

@@ -20,7 +20,8 @@ ERROR_SCHEMA = {"type": "object", "required": ["error"], "properties": {"error":
 def error_responses(*codes: int) -> dict:
     """OpenAPI entries for error answers: always application/json, whatever the endpoint's own type."""
     desc = {400: "bad request", 401: "no valid token", 403: "the token's role may not do this",
-            404: "no such resource (or not yours)", 409: "conflict", 413: "body over 1 MB",
+            404: "no such resource (or not yours)", 409: "conflict",
+            413: f"the submission is over {grading.size_limit_text()} (or the request body over twice that)",
             415: "unsupported content type", 422: "invalid input", 429: "rate limited (Retry-After)",
             503: "queue full or not ready (Retry-After)"}
     return {c: {"description": desc.get(c, "error"), "content": {"application/json": {"schema": ERROR_SCHEMA}}}

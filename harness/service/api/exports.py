@@ -55,9 +55,11 @@ def export(request: Request, fmt: str, ids: str | None = Query(None, max_length=
     done = [(r, json.loads(r["report_json"])) for r in rows if r["status"] == "done" and r["report_json"]]
     label = lambda r: f"{r['candidate'] or 'anonymous'}/{r['filename']}/{r['id']}"  # noqa: E731
     if fmt == "junit":
-        return Response(grading.junit_xml([(label(r), rep) for r, rep in done]), media_type="application/xml")
+        return Response(grading.junit_xml([(label(r), rep) for r, rep in done]), media_type="application/xml",
+                        headers=_attachment("submissions-junit.xml"))
     if fmt == "gradescope":
-        return JSONResponse({r["id"]: grading.gradescope_results(rep) for r, rep in done})
+        return JSONResponse({r["id"]: grading.gradescope_results(rep) for r, rep in done},
+                            headers=_attachment("submissions-gradescope.json"))
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(CSV_COLUMNS)
@@ -69,5 +71,9 @@ def export(request: Request, fmt: str, ids: str | None = Query(None, max_length=
                                            r["exercise"], r["track"], r["status"],
                                            r["verdict"], r["score"], r["max_score"], bugs, iso(r["received_at"]),
                                            iso(r["finished_at"]), r["filename"], r["sha256"])])
-    return Response(buf.getvalue(), media_type="text/csv; charset=utf-8",
-                    headers={"Content-Disposition": 'attachment; filename="submissions.csv"'})
+    return Response(buf.getvalue(), media_type="text/csv; charset=utf-8", headers=_attachment("submissions.csv"))
+
+
+def _attachment(filename: str) -> dict:
+    """Every export is a download (a browser would otherwise show the XML or JSON as a page)."""
+    return {"Content-Disposition": f'attachment; filename="{filename}"'}

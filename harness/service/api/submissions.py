@@ -38,7 +38,7 @@ _CALLBACK = {"type": "string", "pattern": "^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})
              "description": "http(s) URL POSTed the summary when grading ends (interviewer/admin tokens only)"}
 _MULTIPART_SCHEMA = {
     "type": "object", "required": ["file", "exercise"],
-    "properties": {"file": {"type": "string", "format": "binary", "description": "the .py file, UTF-8, <= 1 MB"},
+    "properties": {"file": {"type": "string", "format": "binary", "description": f"the .py file, UTF-8, at most {grading.size_limit_text()}"},
                    "exercise": _EXERCISE, "track": _TRACK, "candidate": {"type": "string", "maxLength": 200},
                    "seed": {"type": "integer", "minimum": 0, "maximum": 2**32 - 1}, "callback_url": _CALLBACK,
                    "queue": {"type": "string", "enum": ["interactive", "bulk", "ci"], "default": "interactive"}}}
@@ -66,6 +66,8 @@ async def _read_fields(request: Request) -> tuple[dict, bytes, str]:
     if ctype == "application/json":
         try:
             raw = json.loads(await request.body())
+        except RecursionError:   # 200,000 nested brackets fit under the size limit: input, not a server fault
+            raise ApiError(422, "invalid", "the body is nested too deeply to be a submission") from None
         except ValueError:
             raise ApiError(422, "invalid", "the body is not valid JSON") from None
         if not isinstance(raw, dict):
@@ -170,6 +172,12 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
         status = exc.context.get("status", 422)
         request.app.state.metrics.inc("grader_rejections_total", reason="too_large" if status == 413 else "invalid")
         raise ApiError(status, "too_large" if status == 413 else "invalid_source", exc.message) from None
+    stub = grading.unchanged_stub(exercise, source)
+    if stub is not None:   # a first-time candidate's easy slip: nothing to grade yet, nothing stored
+        request.app.state.metrics.inc("grader_rejections_total", reason="invalid")
+        entry = grading.exercise_summary(exercise)["tracks"][stub]["signature"]
+        raise ApiError(422, "unchanged_stub", f"this is the unchanged {exercise} stub ({stub} track): implement "
+                                              f"{entry} in it, then submit it")
     callback = _check_callback(fields.get("callback_url"), who, request.app.state.settings.webhook_allow)
     queue = _queue_for(fields.get("queue"), who)
     if who.role == "candidate":
@@ -178,6 +186,8 @@ def _intake(request: Request, who: Principal, fields: dict, data: bytes, filenam
         candidate, candidate_id = who.candidate, who.candidate_id
     else:
         candidate, candidate_id = _staff_candidate(store, fields.get("candidate"))
+        if candidate is not None and len(candidate) > 200:   # the pages' form too (Postgres would refuse it later)
+            raise ApiError(422, "invalid", "candidate: at most 200 characters")
     resolved = grading.detect_track(source, exercise) if track == "auto" else track
     filename = (_FILENAME_BAD.sub("_", filename.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]) or "submission.py")[:200]
     seed = _seed_for(fields.get("seed"), who)

@@ -1,14 +1,16 @@
 """The web pages: sign in with a token, candidates pick an exercise, download the stub, upload a file, watch
 the status and read their report; interviewers filter the list, open reports, compare, regrade and export.
 
-Server-rendered (Jinja2, autoescaped: candidate text is always escaped), no scripts of our own (the status page
-refreshes with <meta http-equiv=refresh>), every page under a restrictive Content-Security-Policy. The session
+Server-rendered (Jinja2, autoescaped: candidate text is always escaped), one script of our own allowed by its
+hash (local times on hover; the status page refreshes with <meta http-equiv=refresh>), every page under a
+restrictive Content-Security-Policy. The session
 is the token in an HttpOnly, SameSite=Strict cookie; every form that changes something carries a CSRF token
 (an HMAC of the session with a server secret; the sign-in form a double-submit cookie)."""
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import urlencode
@@ -21,6 +23,8 @@ from starlette.concurrency import run_in_threadpool
 from harness.service import grading, rounds, views
 from harness.service.auth import COOKIE, Principal, check_csrf, csrf_token, lookup, session_principal
 from harness.service.errors import ApiError
+from harness.service.app import CSP, TOO_LARGE_KEY   # the scope key app.BodyLimit sets for a refused upload
+from harness.service.pages import markdown, timestamps
 from harness.service.store import sessions
 
 router = APIRouter(include_in_schema=False)
@@ -29,12 +33,18 @@ TEMPLATES = Environment(loader=FileSystemLoader(str(Path(__file__).resolve().par
 LOGIN_CSRF = "grader_login_csrf"
 
 
+TEMPLATES.filters["when"] = timestamps.when
+TEMPLATES.globals["time_js"] = timestamps.SCRIPT
+PAGE_CSP = f"{CSP}; script-src {timestamps.script_hash()}"   # the one script: local times on hover
+
+
 def _render(request: Request, name: str, status: int = 200, **ctx) -> HTMLResponse:
     who = ctx.get("who")
     token = request.cookies.get(COOKIE)
     ctx.setdefault("csrf", csrf_token(request.app.state.secret, token) if (who and token) else "")
+    ctx.setdefault("size_limit", grading.size_limit_text())
     return HTMLResponse(TEMPLATES.get_template(name).render(**ctx), status_code=status,
-                        headers={"Cache-Control": "no-store"})
+                        headers={"Cache-Control": "no-store", "Content-Security-Policy": PAGE_CSP})
 
 
 def _who(request: Request) -> Principal | None:
@@ -117,11 +127,11 @@ async def logout(request: Request):
 
 
 @router.get("/exercises", response_class=HTMLResponse)
-def exercises_page(request: Request):
+def exercises_page(request: Request, exercise: str = Query("", max_length=64)):
     who = _who(request)
     if who is None:
         return _signin(request)
-    return _exercises(request, who)
+    return _exercises(request, who, chosen={"exercise": exercise})
 
 
 @router.get("/exercises/{name}", response_class=HTMLResponse)
@@ -132,17 +142,31 @@ def exercise_page(request: Request, name: str):
     if name not in rounds.visible_exercises(request.app.state.store, who):
         return _render(request, "message.html", 404, who=who, title="Not found",
                        message=f"No exercise {name!r}{grading.did_you_mean(name, grading.exercise_names())}")
-    return _render(request, "exercise.html", who=who, ex=grading.exercise_detail(name, staff=who.is_staff))
+    ex = grading.exercise_detail(name, staff=who.is_staff)
+    notes = ex.get("interviewer_notes")
+    return _render(request, "exercise.html", who=who, ex=ex, prompt_html=markdown.to_html(ex["prompt"], shift=1),
+                   notes_html=markdown.to_html(notes, shift=1) if notes else None)
 
 
-def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200):
+def _exercises(request: Request, who: Principal, *, error: str | None = None, status: int = 200,
+               chosen: dict | None = None, headers: dict | None = None):
+    """The exercises with the upload form; ``chosen`` (exercise, track, candidate) is what the form shows
+    selected: what was sent when a submission is refused, else the first exercise of the page."""
     store = request.app.state.store
-    exercises = [grading.exercise_summary(n) for n in rounds.visible_exercises(store, who)]
+    names = list(rounds.visible_exercises(store, who))
+    exercises = [grading.exercise_summary(n) for n in names]
+    chosen = dict(chosen or {})
+    if chosen.get("exercise") not in names:
+        chosen["exercise"] = names[0] if names else ""
+    if chosen.get("track") not in ("auto", *grading.TRACKS):
+        chosen["track"] = "auto"
     mine = store.list_submissions(candidate_id=who.candidate_id or "", limit=20) if not who.is_staff else []
-    return _render(request, "exercises.html", status, who=who, exercises=exercises, error=error,
+    resp = _render(request, "exercises.html", status, who=who, exercises=exercises, error=error, chosen=chosen,
                    mine=[views.submission_view(rounds.row_for(store, who, r), who.audience) for r in mine],
                    my_rounds=rounds.open_rounds(store, who), tracks=grading.TRACKS,
                    track_labels={"numpy": "NumPy", "torch": "PyTorch", "python": "Python"})
+    resp.headers.update(headers or {})
+    return resp
 
 
 @router.post("/submit", response_class=HTMLResponse)
@@ -152,25 +176,47 @@ async def submit_page(request: Request):
     who = _who(request)
     if who is None:
         return _signin(request)
+    refused = request.scope.get(TOO_LARGE_KEY)
+    if refused is not None:   # BodyLimit refused the body: the page, not the API's JSON, with the choice kept
+        return _exercises(request, who, error=f"The file is too large: a submission may be at most "
+                                              f"{grading.size_limit_text()}.", status=413,
+                          chosen=_fields_before_file(request, refused["head"]), headers={"Connection": "close"})
     try:
         form = await request.form(max_files=1, max_fields=10)
     except Exception:
         return _exercises(request, who, error="The upload could not be read.", status=422)
+    fields = {"exercise": str(form.get("exercise") or "")[:64], "track": str(form.get("track") or "auto")[:16],
+              "candidate": (str(form.get("candidate")) or None) if who.is_staff and form.get("candidate") else None}
     if not await _form_csrf_ok(request, form):
-        return _exercises(request, who, error="The form expired; reload the page and try again.", status=403)
+        return _exercises(request, who, error="The form expired; reload the page and try again.", status=403,
+                          chosen=fields)
     upload = form.get("file")
     if upload is None or isinstance(upload, str) or not upload.filename:
-        return _exercises(request, who, error="Choose a .py file to upload.", status=422)
+        return _exercises(request, who, error="Choose a .py file to upload.", status=422, chosen=fields)
     data = await upload.read()
-    fields = {"exercise": str(form.get("exercise") or ""), "track": str(form.get("track") or "auto"),
-              "candidate": (str(form.get("candidate")) or None) if who.is_staff and form.get("candidate") else None}
     try:
         row, created = await run_in_threadpool(_intake, request, who, fields, data, upload.filename, None)
     except ApiError as exc:
-        return _exercises(request, who, error=exc.message, status=exc.status)
+        return _exercises(request, who, error=exc.message, status=exc.status, chosen=fields)
     request.app.state.metrics.inc("grader_submissions_total", exercise=row["exercise"])
     await run_in_threadpool(request.app.state.pool.enqueue, row["id"], row["queue"])
     return RedirectResponse(f"/submissions/{row['id']}", status_code=303)
+
+
+def _fields_before_file(request: Request, head: bytes) -> dict:
+    """The short text fields (exercise, track, candidate) of a multipart form from the start of its body: a
+    browser sends them before the file, in the form's order. Only used to redisplay the form."""
+    ctype = request.headers.get("content-type", "")
+    boundary = ctype.split("boundary=", 1)[1].split(";")[0].strip('"') if "boundary=" in ctype else ""
+    fields = {}
+    if not boundary:
+        return fields
+    for part in head.split(b"--" + boundary.encode("latin-1", "replace"))[1:]:
+        meta, sep, value = part.partition(b"\r\n\r\n")
+        name = re.search(rb'name="(exercise|track|candidate)"', meta)
+        if sep and name and b"filename=" not in meta:
+            fields[name.group(1).decode()] = value.removesuffix(b"\r\n")[:200].decode("utf-8", "replace")
+    return fields
 
 
 @router.get("/submissions/{sub_id}", response_class=HTMLResponse)
@@ -185,12 +231,12 @@ def submission_page(request: Request, sub_id: str):
         return _render(request, "message.html", 404, who=who, title="Not found", message="No such submission.")
     store = request.app.state.store
     sub = views.submission_view(rounds.row_for(store, who, row), who.audience)
-    summary, cats = [], []
+    report, cats, failing = None, [], []
     if row["status"] == "done" and row["report_json"] and rounds.policy(store, who, row) != "received":
         report = rounds.report_for(store, who, row, json.loads(row["report_json"]))
-        summary = grading.summary_lines(report, audience=who.audience)
         cats = grading.category_scores(report)
-    return _render(request, "submission.html", who=who, sub=sub, summary=summary, cats=cats,
+        failing = grading.failure_groups(report.get("tests", []))
+    return _render(request, "submission.html", who=who, sub=sub, report=report, cats=cats, failing=failing,
                    refresh=row["status"] in ("queued", "running"))
 
 
@@ -264,7 +310,8 @@ def compare_page(request: Request, ids: list[str] = Query(default=[], max_length
     if not done:
         return _render(request, "message.html", 422, who=who, title="Nothing to compare",
                        message="Select graded submissions in the list, then press Compare.")
-    page = grading.compare_html(done)
+    page = grading.compare_html(done).replace(   # a way back: the compare page is the report module's own HTML
+        "<body>", '<body><p><a id="back" href="/submissions">← Submissions</a></p>', 1)
     hashes = " ".join(f"'sha256-{h}'" for h in grading.compare_script_hashes())
     csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src {hashes}; "
            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
