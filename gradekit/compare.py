@@ -38,10 +38,19 @@ def mismatch_message(diag: dict, actual, expected, *, what: str = "output") -> s
     where = diag["first_bad_index"]
     at = ""
     if where is not None:
-        at = (f"; first mismatch at index {tuple(where)}: got {float(actual[tuple(where)]):.6g}, "
-              f"expected {float(expected[tuple(where)]):.6g}")
+        got, want = distinct(float(actual[tuple(where)]), float(expected[tuple(where)]))
+        at = f"; first mismatch at index {tuple(where)}: got {got}, expected {want}"
     return (f"{lead}: max abs error {fmt(diag['max_abs_error'])}, "
             f"{100 * diag['mismatch_fraction']:.1f}% of entries outside atol=rtol={diag['tolerance']:g}{at}")
+
+
+def distinct(got: float, want: float) -> tuple[str, str]:
+    """The two numbers with as many significant digits as it takes to tell them apart (6 to 17)."""
+    for digits in (6, 9, 12, 17):
+        a, b = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if a != b:
+            break
+    return a, b
 
 
 def fmt(x) -> str:

@@ -24,7 +24,9 @@ def test_bug_vocabulary_is_the_contract():
         "cost_bias_forgotten", "cost_bias_per_head", "cost_params_grow_with_h", "cost_madd_one_flop",
         "cost_wo_forgotten", "cost_s_squared_missing", "cost_s_squared_once", "cost_cross_kv_over_sq",
         "cost_gqa_kv_with_h", "cost_kv_no_factor_two", "cost_kv_per_query_head", "cost_elements_not_bytes",
-        "cost_scores_without_heads", "cost_dk_as_d", "cost_heads_not_transposed", "cost_float_counts"]
+        "cost_scores_without_heads", "cost_dk_as_d", "cost_heads_not_transposed", "cost_float_counts",
+        "precision_lowered", "missing_bias_q", "missing_bias_k", "missing_bias_v", "missing_bias_o",
+        "constructor_without_bias", "extra_bias", "layout_renamed"]
 
 
 def test_every_exercise_is_in_the_catalogue_test():

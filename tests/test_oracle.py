@@ -50,6 +50,8 @@ def test_oracle_matches_torch_template_for_every_bug(cfg, masked):
         case = case.replace(mask=full_row_mask(2, cfg["h"], 5, s_k, rows=(1,)) | causal_mask(5, s_k))
     exercise = "gqa" if cfg.get("g") else "cross_attention" if cfg.get("cross") else "masked_mha"
     for bug in applicable(exercise, "torch"):
+        if bug.detector == "structure":  # a layout deviation: graded around (held at zero), no oracle flag
+            continue
         bugs = frozenset({bug.id}) - {"input_mutated"}
         try:
             expected = oracle.forward(case.x, case.wq, case.wk, case.wv, case.wo, case.h, y=case.y, g=case.g,
@@ -60,7 +62,8 @@ def test_oracle_matches_torch_template_for_every_bug(cfg, masked):
                 torch_forward(case, bugs)
             continue
         _, _, out = torch_forward(case, bugs)
-        np.testing.assert_allclose(out.detach().numpy(), expected, atol=1e-10, rtol=1e-10, equal_nan=True,
+        tol = 1e-6 if bug.id == "precision_lowered" else 1e-10   # two float32 softmaxes agree to float32's eps
+        np.testing.assert_allclose(out.detach().numpy(), expected, atol=tol, rtol=tol, equal_nan=True,
                                    err_msg=bug.id)
 
 

@@ -44,8 +44,11 @@ def test_wrong_dtype_fails_the_dtype_tests(tmp_path):
     source = REF.replace("return (context @ Wo).astype(X.dtype, copy=False)", "return (context @ Wo).astype(np.float64)")
     assert source != REF
     report, failed = run_variant(tmp_path, source)
-    assert failed == {"test_dtype_preserved[float32]", "test_matches_reference_float32", "test_shape_sweep",
-                      "test_large_case[s512-float32]"}  # the sweep and the large case include float32
+    # charged once (issue 29): the float32 numeric test, the sweep and the large case compare its values, and pass
+    assert failed == {"test_dtype_preserved[float32]"}
+    forgiven = next(t for t in report.tests if t.id == "test_matches_reference_float32")
+    assert forgiven.diagnostics["not_charged_here"] == {"dtype": "charged in test_dtype_preserved[float32], "
+                                                                 "test_dtype_preserved[float64]"}
     message = next(t.message for t in report.tests if t.id == "test_dtype_preserved[float32]")
     assert "dtype float64, expected float32" in message
     assert [d.bug for d in report.diagnosis] == ["dtype_promoted"]

@@ -180,7 +180,7 @@ def check_memory(candidate, case: FlashCase, record) -> dict:
             f"{_mib(HOST_ALLOWANCE)}; one (s, s) score matrix is {_mib(matrix)}; the worker itself reported "
             + (_mib(worker["peak_bytes"]) if "peak_bytes" in worker else "nothing") + ")")
     head = flash_oracle.attention(case.q[..., :64, :], case.k, case.v, causal=case.causal)  # the first 64 queries
-    ok = bool(np.isfinite(out).all()) and np.allclose(out[..., :64, :], head, atol=1e-8, rtol=1e-8)
+    ok = bool(np.isfinite(out).all()) and _close(out[..., :64, :], head)
     if peak > figures["bound_bytes"]:
         record.signature("memory", **figures)
         raise CheckFailure(f"{text}: something of size s × s was materialised (scores, weights or a mask)", figures)
@@ -200,3 +200,13 @@ def check_memory(candidate, case: FlashCase, record) -> dict:
         raise CheckFailure(f"{text}, but the output does not match standard attention", figures)
     figures["message"] = text
     return figures
+
+
+def _close(out: np.ndarray, expected: np.ndarray) -> bool:
+    """Within 1e-8, or (under the charge-once rule, harness/core/checks.py) off only by a dtype or precision that
+    other tests charge."""
+    try:
+        assert_close(out, expected, tol=1e-8)
+    except CheckFailure:
+        return False
+    return True

@@ -41,6 +41,13 @@ def attention_grads(Q, K, V, dO, causal=False):
     return {"Q": ds @ k, "K": np.swapaxes(ds, -1, -2) @ q, "V": dv}
 
 
+def _out_dtype(dtype, bugs):
+    """The output's dtype: the input's, or a mutant's (dtype_promoted: float64; precision_lowered: float32)."""
+    if "dtype_promoted" in bugs:
+        return np.float64
+    return np.float32 if "precision_lowered" in bugs else dtype
+
+
 def flash_forward(Q, K, V, block_size=64, causal=False, bugs=frozenset()):
     """Keys in blocks of ``block_size``, online softmax (running max m, running sum l, rescaled accumulator),
     computed in the inputs' dtype; each flag in ``bugs`` reproduces one catalogued mistake."""
@@ -59,7 +66,7 @@ def flash_forward(Q, K, V, block_size=64, causal=False, bugs=frozenset()):
             s = np.where(causal_hidden(s_q, s_k), -np.inf, s)
         p = np.exp(s - s.max(axis=-1, keepdims=True))
         out = (p / p.sum(axis=-1, keepdims=True)) @ V
-        return out.astype(np.float64) if "dtype_promoted" in bugs else out.astype(dtype, copy=False)
+        return out.astype(_out_dtype(dtype, bugs), copy=False)
     m = np.full((b, h, s_q, 1), -np.inf, dtype=dtype)                 # running max
     l = np.zeros((b, h, s_q, 1), dtype=dtype)                         # running sum of exp
     acc = np.zeros((b, h, s_q, d_k), dtype=dtype)                     # running sum of exp * V
@@ -91,4 +98,4 @@ def flash_forward(Q, K, V, block_size=64, causal=False, bugs=frozenset()):
         acc = (acc if "flash_no_rescale_acc" in bugs else alpha * acc) + p @ vb
     with np.errstate(invalid="ignore", divide="ignore"):
         out = acc if "flash_no_final_divide" in bugs else acc / l      # (b, h, s_q, d_k)
-    return out.astype(np.float64) if "dtype_promoted" in bugs else out.astype(dtype, copy=False)
+    return out.astype(_out_dtype(dtype, bugs), copy=False)

@@ -17,7 +17,7 @@ from harness.core.checks import CheckFailure, assert_close, check_output, tolera
 
 from . import oracle
 from . import gradients
-from .suite import compare_grads
+from .suite import compare_grads, fit
 
 PAIR = "a pair (out, (K, V))"
 # long decoding: prefill 250; one-token steps across 256; a chunk to 504; steps across 512; a chunk to 1016; steps
@@ -81,6 +81,7 @@ def _render(tree) -> str:
 def run_step(candidate, case: Case, record, *, check_values=True, what="") -> tuple:
     """Run one call; check structure, shapes and dtypes of (out, (K, V)), record it, compare with the reference.
     Returns (out, (K, V)) as the candidate produced them (the next call's cache when chaining)."""
+    case = fit(candidate, case)
     dtype = str(case.x.dtype)
     result = candidate.run(case)
     out_leaf, k_leaf, v_leaf = leaves(result)
@@ -113,7 +114,7 @@ def check_chunks(candidate, case: Case, sizes, record, *, dtype="float64") -> No
     """Feed the sequence in chunks of ``sizes`` (the first call a prefill), each call getting the cache the
     previous one returned; the outputs, concatenated, must be causal GQA over the whole sequence and the final
     cache the K, V of every token."""
-    c = case.astype(dtype)
+    c = fit(candidate, case).astype(dtype)
     assert sum(sizes) == c.x.shape[1]
     full_out, (full_k, full_v) = full_reference(c)
     tol = tolerance_for(dtype)
@@ -149,7 +150,7 @@ def reference_grads(case: Case, grad_out: np.ndarray) -> dict[str, np.ndarray]:
 
 def check_gradients(candidate, case: Case, rng, record, *, dtype="float64") -> None:
     """Gradients of one call (x and every parameter; the cache is constant) against the analytic reference."""
-    c = case.astype(dtype)
+    c = fit(candidate, case).astype(dtype)
     grad_out = rng.standard_normal(c.x.shape).astype(dtype)
     result = candidate.run(c, grad_output=grad_out)
     out_leaf, _, _ = leaves(result)

@@ -16,7 +16,7 @@ BUG_FLAGS = frozenset({
     "scale_sqrt_d", "no_scale", "split_without_transpose", "merge_without_transpose", "softmax_wrong_axis",
     "missing_output_projection", "transposed_weights", "mask_inverted", "mask_after_softmax", "masked_rows_nan",
     "masked_rows_mean_v", "causal_excludes_diagonal", "no_max_subtraction", "dtype_promoted", "bias_ignored",
-    "gqa_tiled_heads", "cross_kv_from_queries", "input_mutated",
+    "gqa_tiled_heads", "cross_kv_from_queries", "input_mutated", "precision_lowered",
 })
 
 
@@ -88,6 +88,8 @@ def forward(x, wq, wk, wv, wo, h, *, y=None, g=None, mask=None, bq=None, bk=None
         m = ~m
     axis = -2 if "softmax_wrong_axis" in bugs else -1
     stable = "no_max_subtraction" not in bugs
+    if "precision_lowered" in bugs:                                  # the bug: the softmax in float32
+        scores = scores.astype(np.float32)
     with np.errstate(all="ignore"):
         if m is None:
             p = softmax(scores, axis, stable)
@@ -151,6 +153,8 @@ def kv_step(x, wq, wk, wv, wo, h, g, cache=None, *, bq=None, bk=None, bv=None, b
         m = np.zeros((s, t), dtype=bool)
     m = np.broadcast_to(m, scores.shape)                             # (b, h, s, t)
     axis = -2 if "softmax_wrong_axis" in bugs else -1
+    if "precision_lowered" in bugs:                                  # the bug: the softmax in float32
+        scores = scores.astype(np.float32)
     with np.errstate(all="ignore"):
         full = m.all(axis=axis, keepdims=True)
         p = softmax(np.where(m & ~full, -np.inf, np.where(full, 0, scores)), axis, "no_max_subtraction" not in bugs)

@@ -32,7 +32,7 @@ from harness.core.case import Case, random_case
 from harness.core.checks import CheckFailure, assert_close, check_output, tolerance_for
 from harness.core.errors import CandidateException, WorkerFault
 
-from .suite import causal_mask, reference
+from .suite import causal_mask, fit, reference
 
 SWEEP_CASES = 24
 D_KS = (1, 2, 3, 4, 8, 16, 64)
@@ -235,7 +235,7 @@ def attempt(candidate, problem, sh: Shape, record) -> Failure | None:
 
     Everything here runs in the calling thread: a background thread doing BLAS work while the engine forks a
     fresh worker (after a crash or a timeout) can deadlock OpenBLAS, whose fork handler stops its thread pool."""
-    case = build(problem, sh)
+    case = fit(candidate, build(problem, sh))
     rows = checked_rows(sh)
     try:
         result = candidate.run(case)

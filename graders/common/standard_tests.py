@@ -9,9 +9,9 @@ import pytest
 
 from harness.core.checks import CheckFailure, check_output
 
-from .suite import (check_deterministic, check_dtype, check_forward, check_gradients, check_not_mutated,
-                    check_param_count, check_shape, check_structure, expected_param_count, full_row_mask,
-                    measure_flops, padding_mask)
+from .suite import (check_bias_kwarg, check_deterministic, check_dtype, check_forward, check_gradients,
+                    check_not_mutated, check_param_count, check_shape, check_structure, expected_param_count, fit,
+                    full_row_mask, measure_flops, padding_mask, side_padding_mask)
 
 grade = pytest.mark.grade
 torch_only = pytest.mark.tracks("torch")
@@ -76,6 +76,16 @@ def test_key_padding_mask(candidate, problem, track, rng, record):
 
 
 @grade("numeric", points=1)
+@pytest.mark.parametrize("side", ["left", "middle"])
+def test_key_padding_mask_sides(candidate, problem, track, rng, record, side):
+    """Key padding on the left (as in left-padded decoding batches) and a padded stretch in the middle: a model
+    that ignores the mask but is causal cannot pass these by never looking right."""
+    case = problem.make(track, rng, b=3, s=6, d=8, h=2)
+    s_k = case.x.shape[1] if case.y is None else case.y.shape[1]
+    check_forward(candidate, case.replace(mask=side_padding_mask(rng, 3, s_k, side)), record)
+
+
+@grade("numeric", points=1)
 def test_per_query_mask(candidate, problem, track, rng, record):
     """A (b, 1, s_q, s_k) mask that differs per batch row and query."""
     case = problem.make(track, rng, b=2, s=5, d=8, h=2)
@@ -100,7 +110,7 @@ def test_fully_masked_row_is_zero(candidate, problem, track, rng, record):
     """A query row whose keys are all masked gives a zero context (output 0, or the output bias): no NaN."""
     case = problem.make(track, rng, b=2, s=5, d=8, h=2)
     s_k = case.x.shape[1] if case.y is None else case.y.shape[1]
-    case = case.replace(mask=full_row_mask(2, 2, 5, s_k, rows=(0, 3)))
+    case = fit(candidate, case.replace(mask=full_row_mask(2, 2, 5, s_k, rows=(0, 3))))
     out = check_forward(candidate, case, record)
     row = out[:, [0, 3]]
     expect = np.zeros_like(row) if case.bo is None else np.broadcast_to(case.bo, row.shape)
@@ -175,7 +185,9 @@ def test_eval_matches_train(candidate, problem, track, rng):
 @grade("numeric", points=2)
 def test_without_bias(candidate, problem, track, rng, record):
     """bias=False builds bias-free projections and still matches the reference."""
-    check_forward(candidate, problem.make(track, rng, b=2, s=5, d=8, h=2, bias=False), record)
+    case = problem.make(track, rng, b=2, s=5, d=8, h=2, bias=False)
+    check_bias_kwarg(candidate, case, record)
+    check_forward(candidate, case, record)
 
 
 # -- gradient -------------------------------------------------------------------------------------------
@@ -209,7 +221,7 @@ def test_gradients_float32(candidate, problem, track, rng, record):
 @grade("structure", points=1)
 def test_parameter_layout(candidate, problem, track, rng, record):
     """Parameters are separate w_q/w_k/w_v/w_o Linears or a fused qkv Linear plus w_o/wo."""
-    record.note(**check_structure(candidate, problem.make(track, rng, d=8, h=2)))
+    record.note(**check_structure(candidate, problem.make(track, rng, d=8, h=2), record))
 
 
 @torch_only
@@ -221,7 +233,9 @@ def test_parameter_count(candidate, problem, track, rng, record, bias):
     E.g. 4d² + 4d with bias for MHA; the count expected is in the test's diagnostics."""
     case = problem.make(track, rng, d=8, h=2, bias=bias)
     record.note(expected=expected_param_count(case.d, case.h, case.g, bias))
-    check_param_count(candidate, case)
+    if not bias:
+        check_bias_kwarg(candidate, case, record)
+    check_param_count(candidate, case, record)
 
 
 @torch_only

@@ -37,6 +37,22 @@ def padding_mask(rng, b: int, s_k: int, *, min_keep: int = 1) -> np.ndarray:
     return (np.arange(s_k)[None, :] >= keep[:, None])[:, None, None, :]
 
 
+def side_padding_mask(rng, b: int, s_k: int, side: str) -> np.ndarray:
+    """(b, 1, 1, s_k) key padding at the start of each row (``left``) or a stretch inside it (``middle``: the first
+    and the last key stay visible; below three keys there is no middle, so it pads on the left). Every row keeps
+    its last key visible, and the first batch row always pads."""
+    mask = np.zeros((b, s_k), dtype=bool)
+    middle = side == "middle" and s_k >= 3
+    longest = s_k - 2 if middle else s_k - 1
+    for i in range(b):
+        if longest < 1:
+            break
+        n = longest if i == 0 else int(rng.integers(1, longest + 1))
+        start = int(rng.integers(1, s_k - n)) if middle else 0
+        mask[i, start:start + n] = True
+    return mask[:, None, None, :]
+
+
 def full_row_mask(b: int, h: int, s_q: int, s_k: int, rows=(0,)) -> np.ndarray:
     """(b, h, s_q, s_k) mask with the given query rows fully masked (and a few other scattered entries)."""
     m = np.zeros((b, h, s_q, s_k), dtype=bool)
@@ -60,7 +76,7 @@ def out_shape(case: Case) -> tuple:
 def check_forward(candidate, case: Case, record, *, dtype="float64", layout="C", mode="eval",
                   expected: np.ndarray | None = None, what="output") -> np.ndarray:
     """Run the candidate on ``case`` cast to ``dtype`` and compare with the float64 reference."""
-    c = case.astype(dtype)
+    c = fit(candidate, case).astype(dtype)
     result = candidate.run(c, layout=layout, mode=mode)
     out = check_output(result, shape=out_shape(c), dtype=dtype, what=what)
     ref = reference(c) if expected is None else expected
@@ -73,8 +89,14 @@ def check_forward(candidate, case: Case, record, *, dtype="float64", layout="C",
     return out
 
 
+def fit(candidate, case: Case) -> Case:
+    """The case as the candidate's module can compute it (a bias it does not have held at zero: the reference gets
+    the same deviation, which the structure tests charge; harness/session/layouts.py)."""
+    return candidate.fit(case) if hasattr(candidate, "fit") else case
+
+
 def check_shape(candidate, case: Case, record, dtype="float64") -> None:
-    c = case.astype(dtype)
+    c = fit(candidate, case).astype(dtype)
     out = check_output(candidate.run(c), shape=out_shape(c), dtype=dtype)
     record.forward(c, out, bool(np.allclose(out, reference(c), atol=1e-4, rtol=1e-4)))
 
@@ -143,7 +165,7 @@ def check_invariant(candidate, case: Case, changed: Case, *, rows=None, what: st
 
 def check_gradients(candidate, case: Case, rng, record, *, dtype="float64") -> None:
     """Input and parameter gradients against the analytic float64 reference."""
-    c = case.astype(dtype)
+    c = fit(candidate, case).astype(dtype)
     grad_out = rng.standard_normal(out_shape(c)).astype(dtype)
     result = candidate.run(c, grad_output=grad_out)
     check_output(result, shape=out_shape(c), dtype=dtype)
@@ -153,6 +175,7 @@ def check_gradients(candidate, case: Case, rng, record, *, dtype="float64") -> N
 def compare_grads(result, expected: dict, dtype) -> None:
     """The gradients the worker sent back against the reference's: every one present, shaped and close."""
     tol = 1e-8 if dtype == "float64" else 1e-4
+    expected = {k: v for k, v in expected.items() if k not in getattr(result, "absent", ())}  # held at zero
     missing = sorted(set(expected) - set(result.grads))
     if missing:
         raise CheckFailure(f"no gradient reached: {', '.join(missing)} (is the graph detached?)",
@@ -164,11 +187,37 @@ def compare_grads(result, expected: dict, dtype) -> None:
         assert_close(got, expected[name], tol=tol, what=f"gradient of {name}")
 
 
-def check_structure(candidate, case: Case) -> dict:
-    """The module's parameters load into a known layout with exactly the expected count."""
+def check_structure(candidate, case: Case, record=None) -> dict:
+    """The module's parameters load into a known layout with exactly the expected count. A recognisable layout
+    that deviates from the contract (other names, a missing bias) fails here, naming each deviation; the other
+    tests grade the module as it is (see harness/session/layouts.py)."""
     layout = candidate.build(d=case.d, h=case.h, g=case.g, bias=case.has_bias)
-    return {"layout": layout.kind, "parameter_count": layout.count,
-            "checked_by": getattr(candidate, "layout_check", None)}
+    found = {"layout": layout.kind, "parameter_count": layout.count,
+             "checked_by": getattr(candidate, "layout_check", None)}
+    if layout.deviations:
+        for bug, detail in layout.deviations.items():
+            if record is not None:
+                record.signature("structure", bug=bug, detail=_detail(candidate, bug, detail))
+        raise CheckFailure("the parameter layout differs from the contract: " + "; ".join(layout.deviations.values())
+                           + ". The other tests grade the module as it is",
+                           {**found, "deviations": sorted(layout.deviations)})
+    return found
+
+
+def _detail(candidate, bug: str, detail: str) -> str:
+    """What the diagnosis adds to a structure bug's summary: the constructor's own words for a refused bias."""
+    return getattr(candidate, "bias_refused", None) or detail if bug == "constructor_without_bias" else detail
+
+
+def check_bias_kwarg(candidate, case: Case, record) -> None:
+    """The tests about bias=False: the constructor must accept it (else they fail, and only they)."""
+    try:
+        candidate.require_bias_kwarg(d=case.d, h=case.h, g=case.g)
+    except AssertionError as exc:
+        if getattr(exc, "diagnostics", {}).get("deviation") == "constructor_without_bias":
+            record.signature("structure", bug="constructor_without_bias",
+                             detail=_detail(candidate, "constructor_without_bias", str(exc)))
+        raise
 
 
 def expected_param_count(d: int, h: int, g: int | None, bias: bool) -> int:
@@ -176,13 +225,23 @@ def expected_param_count(d: int, h: int, g: int | None, bias: bool) -> int:
     return 2 * d * d + 2 * d * d_kv + ((2 * d + 2 * d_kv) if bias else 0)
 
 
-def check_param_count(candidate, case: Case) -> None:
+def check_param_count(candidate, case: Case, record=None) -> None:
     params = candidate.parameters(d=case.d, h=case.h, g=case.g, bias=case.has_bias)
     count = int(sum(int(np.prod(p["shape"])) for p in params))
     want = expected_param_count(case.d, case.h, case.g, case.has_bias)
     if count != want:
+        why = ""
+        try:
+            deviations = candidate.build(d=case.d, h=case.h, g=case.g, bias=case.has_bias).deviations
+            deviations = {k: v for k, v in deviations.items() if k != "layout_renamed"}
+            why = "".join(f"; {v}" for v in deviations.values())
+            for bug, detail in deviations.items():
+                if record is not None:
+                    record.signature("structure", bug=bug, detail=_detail(candidate, bug, detail))
+        except AssertionError:
+            pass
         raise CheckFailure(f"the module has {count} parameters, expected exactly {want} "
-                           f"(d={case.d}, bias={case.has_bias})",
+                           f"(d={case.d}, bias={case.has_bias}){why}",
                            {"parameter_count": count, "expected": want, "parameters": [p["name"] for p in params]})
 
 

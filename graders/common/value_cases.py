@@ -76,7 +76,9 @@ def value_case(problem, track, rng, kind: str, dtype: str) -> Case:
 
 
 def check_value_case(candidate, case: Case, kind: str, dtype: str, record, reference) -> None:
-    c = case.astype(dtype)
+    from .suite import fit
+
+    c = fit(candidate, case).astype(dtype)
     out = check_output(candidate.run(c), shape=c.x.shape, dtype=dtype, what=f"output ({kind}, {dtype})")
     expected = reference(c)
     try:

@@ -13,8 +13,10 @@ import pytest
 
 from graders.common.flash import (FlashCase, check_forward, check_gradients, check_memory, make_case, reference,
                                   run)
+from graders.common import flash_shrink
 from graders.common.suite import check_unmutated
 from harness.core.checks import CheckFailure, assert_close, check_output
+from harness.core.errors import CandidateException
 
 grade = pytest.mark.grade
 torch_only = pytest.mark.tracks("torch")
@@ -118,10 +120,19 @@ def test_sweep(candidate, rng, record, grade_seed):
         dtype = "float32" if rng.random() < 0.5 else "float64"
         try:
             check_forward(candidate, case, record, dtype=dtype)
-        except CheckFailure as exc:
-            where = ", ".join(f"{k} = {v}" for k, v in case.astype(dtype).describe().items())
-            raise CheckFailure(f"sweep case {i + 1}/16 ({where}; seed {grade_seed}): {exc.message}",
-                               exc.diagnostics) from None
+        except (CheckFailure, CandidateException) as exc:
+            if isinstance(exc, CandidateException) and exc.phase == "import":
+                raise
+            kind = "wrong" if isinstance(exc, CheckFailure) else "raised"
+            small, _, calls = flash_shrink.shrink(candidate, case, dtype, record, kind)
+            where = f"sweep case {i + 1}/16 ({flash_shrink.describe(case.astype(dtype))}; seed {grade_seed})"
+            smallest = flash_shrink.describe(small)
+            if kind == "raised":  # an exception stays an error, its message naming the case
+                raise CandidateException(exc.exc_type, f"{exc.exc_message} — fails when {smallest}. Shrunk from "
+                                         f"{where}", exc.traceback, exc.phase) from None
+            raise CheckFailure(f"fails when {smallest}: {exc.message}. Shrunk from {where}",
+                               {**exc.diagnostics, "smallest_failing_case": small.describe(),
+                                "shrink_calls": calls}) from None
 
 
 # -- edge -----------------------------------------------------------------------------------------------

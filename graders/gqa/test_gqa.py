@@ -14,7 +14,7 @@ from graders.common.standard_tests import *  # noqa: F401,F403  (the tests every
 from graders.common.sweep import *  # noqa: F401,F403  (the shape sweep and the large cases)
 from graders.common.value_space import *  # noqa: F401,F403  (scores where softmax code breaks)
 from graders.common.suite import (causal_mask, check_forward, check_gradients, check_param_count, expected_param_count,
-                                  measure_flops, reference)
+                                  fit, measure_flops, reference)
 from harness.core.checks import CheckFailure, assert_close, check_output
 
 grade = pytest.mark.grade
@@ -53,7 +53,7 @@ def test_group_counts(candidate, track, rng, record, g):
 @grade("numeric", points=2)
 def test_all_groups_is_mha(candidate, track, rng, record):
     """g = h is ordinary multi-head attention on the same weights (compared with the MHA reference)."""
-    case = PROBLEM.make(track, rng, b=2, s=6, d=16, h=H, g=H, mask=causal_mask(6))
+    case = fit(candidate, PROBLEM.make(track, rng, b=2, s=6, d=16, h=H, g=H, mask=causal_mask(6)))
     check_forward(candidate, case, record, expected=reference(case.replace(g=None)), what="output at g = h (MHA)")
 
 
@@ -106,7 +106,7 @@ def test_parameter_count_groups(candidate, track, rng, record, g, bias):
     """Exactly 2d² + 2d·g·d_k parameters (+ 2d + 2g·d_k with bias): W_K and W_V are Linear(d, g·d_k)."""
     case = PROBLEM.make(track, rng, d=16, h=H, g=g, bias=bias)
     record.note(expected=expected_param_count(case.d, H, g, bias))
-    check_param_count(candidate, case)
+    check_param_count(candidate, case, record)
 
 
 @torch_only

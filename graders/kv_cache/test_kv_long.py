@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from graders.common.kv import LONG_SCHEDULE as LONG, check_chunks, make_case, run_step, step, with_prefix
+from graders.common.suite import fit
 from graders.common.value_cases import KINDS, place_scores, value_tol
 from harness.core.checks import assert_close
 
@@ -32,7 +33,7 @@ def test_value_space(candidate, track, rng, record, kind):
     """Scores where softmax code breaks (every score far below zero, huge and positive, exact ties, all keys
     equal), float64 and float32: a prefill of 6 tokens, then a step of 2 on its cache."""
     for dtype in ("float64", "float32"):
-        case = place_scores(make_case(track, rng, b=2, s=8, d=16, h=4, g=2), kind, dtype, rng)
+        case = place_scores(fit(candidate, make_case(track, rng, b=2, s=8, d=16, h=4, g=2)), kind, dtype, rng)
         for part in (case.astype(dtype).replace(x=case.x[:, :6].astype(dtype)), with_prefix(case, 6, dtype)):
             out, (k, v) = run_step(candidate, part, record, check_values=False, what=f" ({kind}, {dtype})")
             ref_out, (ref_k, ref_v) = step(part)

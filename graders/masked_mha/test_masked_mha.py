@@ -12,7 +12,7 @@ from graders.common.problem import Problem
 from graders.common.standard_tests import *  # noqa: F401,F403  (the tests every exercise shares)
 from graders.common.sweep import *  # noqa: F401,F403  (the shape sweep and the large cases)
 from graders.common.value_space import *  # noqa: F401,F403  (scores where softmax code breaks)
-from graders.common.suite import causal_mask, check_forward, check_gradients, check_invariant, reference
+from graders.common.suite import causal_mask, check_forward, check_gradients, check_invariant, fit, reference
 from harness.core.checks import CheckFailure, assert_close, check_output
 
 grade = pytest.mark.grade
@@ -76,7 +76,7 @@ def test_causal_broadcast_shapes(candidate, track, rng, record, shape):
 @grade("numeric", points=1)
 def test_mask_with_nothing_masked(candidate, track, rng, record):
     """An all-False mask is plain (unmasked) self-attention."""
-    case = PROBLEM.make(track, rng, b=2, s=5, d=8, h=2, mask=np.zeros((5, 5), dtype=bool))
+    case = fit(candidate, PROBLEM.make(track, rng, b=2, s=5, d=8, h=2, mask=np.zeros((5, 5), dtype=bool)))
     check_forward(candidate, case, record, expected=reference(case.replace(mask=None)))
 
 
@@ -147,7 +147,7 @@ def test_score_shift_invariance(candidate, track, rng, record):
 
     The inputs carry a constant feature x[..., 0] = 1, so a large row 0 of W_K adds the same vector u to every key
     and q·u to every score in row q. Without subtracting the row max, exp overflows (or underflows) to NaN."""
-    case = PROBLEM.make(track, rng, b=2, s=6, d=8, h=2, mask=right_padded_causal([6, 4], 6))
+    case = fit(candidate, PROBLEM.make(track, rng, b=2, s=6, d=8, h=2, mask=right_padded_causal([6, 4], 6)))
     x = case.x.copy()
     x[..., 0] = 1.0
     case = case.replace(x=x)

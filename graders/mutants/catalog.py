@@ -170,6 +170,32 @@ CATALOG = CATALOG + tuple(Bug(*fields, exercises=COST, tracks=PY, detector="valu
           "use integer division, d_k = d // h, and keep every count an int: a float cannot hold large counts "
           "exactly", exercises=COST, tracks=PY, detector="type"),)
 
+# Issue 29: deviations the grader grades around (each charged once, by the tests that exist for it).
+TORCH_MODULES = ALL_EXERCISES + KV
+CATALOG += (
+    Bug("precision_lowered",
+        "part of the attention runs in a lower precision than the input: float64 outputs agree with the reference "
+        "only to float32 precision (e.g. a softmax computed in float32), or come back as float32",
+        "keep every intermediate in the input's dtype: no .float() around the softmax (or cast back before "
+        "multiplying by V), no float32 buffers or constants in a float64 call",
+        exercises=TORCH_MODULES + FLASH, detector="precision"),
+    *(Bug(f"missing_bias_{p}", f"the {name} projection has no bias: bias=True (the default) asks for one on every "
+          "projection; the other tests graded it with that bias held at zero",
+          f"build {layer} as nn.Linear(..., bias=bias) like the other projections",
+          exercises=TORCH_MODULES, tracks=("torch",), detector="structure")
+      for p, name, layer in (("q", "query", "W_Q"), ("k", "key", "W_K"), ("v", "value", "W_V"),
+                             ("o", "output", "W_O"))),
+    Bug("constructor_without_bias", "the constructor does not accept the bias keyword (it raised for bias=False)",
+        "take bias as the contract's constructor does, e.g. __init__(self, d_model, n_heads, bias=True), and pass "
+        "it to every nn.Linear", exercises=TORCH_MODULES, tracks=("torch",), detector="structure"),
+    Bug("extra_bias", "bias=False still builds projection biases (graded with them held at zero)",
+        "pass bias=bias to every nn.Linear", exercises=TORCH_MODULES, tracks=("torch",), detector="structure"),
+    Bug("layout_renamed",
+        "the parameters are named differently from the contract; the grader recognised the layout and graded it",
+        "name the projections w_q, w_k, w_v, w_o (mha and masked_mha also accept a fused qkv plus w_o)",
+        exercises=TORCH_MODULES, tracks=("torch",), detector="structure"),
+)
+
 BUGS = {b.id: b for b in CATALOG}
 
 

@@ -65,10 +65,14 @@ def _oracle_for(obs):
     return (_kv_mutant_output if obs.info.get("kv") else _mutant_output), obs.case.x.dtype
 
 
-def _matches(out, expected, dtype) -> tuple[bool, float]:
+def _dtype(case):
+    return case.dtype if isinstance(case, flash.FlashCase) else case.x.dtype
+
+
+def _matches(out, expected, dtype, loose=False) -> tuple[bool, float]:
     if expected is None or out.shape != expected.shape:
         return False, float("inf")
-    tol = MATCH_TOL.get(str(dtype), 2e-4)
+    tol = MATCH_TOL["float32"] if loose else MATCH_TOL.get(str(dtype), 2e-4)
     a, e = out.astype(np.float64), expected.astype(np.float64)
     if not np.array_equal(np.isnan(a), np.isnan(e)):
         return False, float("inf")
@@ -79,11 +83,16 @@ def _matches(out, expected, dtype) -> tuple[bool, float]:
     return bool(ok), dev
 
 
-def _explains(bugs: frozenset, observations, failed_tests: set) -> dict | None:
+def _expected(obs, bugs):
+    return _oracle_for(obs)[0](obs, bugs)
+
+
+def _explains(bugs: frozenset, observations, failed_tests: set, loose=False) -> dict | None:
+    """``loose``: a precision_lowered submission's outputs are matched at float32's tolerance."""
     worst, tests, wrong = 0.0, set(), 0
     for obs in observations:
         mutant_output, dtype = _oracle_for(obs)
-        ok, dev = _matches(obs.out, mutant_output(obs, bugs), dtype)
+        ok, dev = _matches(obs.out, mutant_output(obs, bugs), dtype, loose)
         if not ok:
             return None
         worst = max(worst, dev)
@@ -95,20 +104,40 @@ def _explains(bugs: frozenset, observations, failed_tests: set) -> dict | None:
             "failing_tests_explained": sorted(tests)[:12], "max_abs_deviation_from_mutant": worst}
 
 
+def _lowered(observations) -> dict | None:
+    """Evidence that part of the computation ran in a lower precision than the input (the charge-once rule's
+    findings, harness/core/checks.py), or None."""
+    hits = [o for o in observations if o.kind == "precision"
+            or (o.kind == "dtype" and o.info.get("expected") == "float64" and o.info.get("got") == "float32")]
+    if not hits:
+        return None
+    errors = [o.info["max_abs_error"] for o in hits if isinstance(o.info.get("max_abs_error"), float)]
+    out = {"tests": sorted({o.test_id for o in hits})[:12]}
+    if errors:
+        out["max_abs_error_in_float64"] = max(errors)
+    if any(o.kind == "dtype" for o in hits):
+        out["returned_dtype"] = "float32"
+    return out
+
+
 def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis]:
     bugs = applicable(exercise, track)
     found: list[Diagnosis] = []
     forwards = [o for o in observations if o.kind == "forward" and o.out is not None]
+    lowered = _lowered(observations)
     failing = [o for o in forwards if not o.passed]
+    if lowered:  # outputs wrong only by the lower precision are that mistake's, not another one's
+        failing = [o for o in failing if not _matches(o.out, _expected(o, frozenset()), _dtype(o.case), True)[0]]
     failed_tests = {r.id for r in results if r.status != "passed"}
     numeric = [b for b in bugs if b.detector == "numeric"]
     if failing:
-        singles = [(b, ev) for b in numeric if (ev := _explains(frozenset({b.id}), forwards, failed_tests))]
+        singles = [(b, ev) for b in numeric
+                   if (ev := _explains(frozenset({b.id}), forwards, failed_tests, lowered))]
         for bug, evidence in singles:
             found.append(Diagnosis(bug.id, bug.summary, bug.hint, evidence))
         if not singles:
             for a, b in itertools.combinations(numeric, 2):
-                evidence = _explains(frozenset({a.id, b.id}), forwards, failed_tests)
+                evidence = _explains(frozenset({a.id, b.id}), forwards, failed_tests, lowered)
                 if evidence:
                     for bug, other in ((a, b), (b, a)):
                         found.append(Diagnosis(bug.id, bug.summary, bug.hint, dict(evidence, together_with=other.id)))
@@ -124,6 +153,14 @@ def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis
                 found.append(Diagnosis(bug.id, bug.summary, bug.hint,
                                        {"tests": sorted({o.test_id for o in hits}), "expected": "float32",
                                         "got": "float64"}))
+        elif bug.detector == "precision" and lowered:
+            found.append(Diagnosis(bug.id, bug.summary, bug.hint, lowered))
+        elif bug.detector == "structure":
+            hits = [o for o in by_kind.get("structure", []) if o.info.get("bug") == bug.id]
+            if hits:
+                detail = hits[0].info.get("detail") or ""
+                found.append(Diagnosis(bug.id, f"{bug.summary}: {detail}" if detail else bug.summary, bug.hint,
+                                       {"tests": sorted({o.test_id for o in hits})}))
         elif bug.detector == "memory":
             hits = by_kind.get("memory", [])
             if hits:

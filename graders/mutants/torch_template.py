@@ -15,13 +15,26 @@ BUGS = frozenset()
 class _Attention(nn.Module):
     def __init__(self, d_model, n_heads, n_kv_heads=None, bias=True):
         super().__init__()
+        if "constructor_without_bias" in BUGS and bias is False:
+            raise TypeError("__init__() got an unexpected keyword argument 'bias'")
+        if "extra_bias" in BUGS:
+            bias = True
         self.h, self.g = n_heads, n_kv_heads or n_heads
         self.d_k = d_model // n_heads
         d_kv = self.g * self.d_k
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_kv, bias=bias)
-        self.w_v = nn.Linear(d_model, d_kv, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+        def has(t):
+            return bias and f"missing_bias_{t}" not in BUGS
+
+        self.w_q = nn.Linear(d_model, d_model, bias=has("q"))
+        self.w_k = nn.Linear(d_model, d_kv, bias=has("k"))
+        self.w_v = nn.Linear(d_model, d_kv, bias=has("v"))
+        self.w_o = nn.Linear(d_model, d_model, bias=has("o"))
+        if "layout_renamed" in BUGS:                                  # the bug: the projections named otherwise
+            for old, new in (("w_q", "q_proj"), ("w_k", "k_proj"), ("w_v", "v_proj"), ("w_o", "out_proj")):
+                layer = self._modules.pop(old)
+                self.add_module(new, layer)
+                object.__setattr__(self, old, layer)
 
     @staticmethod
     def _proj(lin, t):
@@ -65,6 +78,8 @@ class _Attention(nn.Module):
         axis = -2 if "softmax_wrong_axis" in BUGS else -1
 
         def softmax(s):
+            if "precision_lowered" in BUGS:                           # the bug: the softmax in float32
+                return torch.softmax(s.float(), dim=axis).to(s.dtype)
             if "no_max_subtraction" in BUGS:
                 e = torch.exp(s)
                 return e / e.sum(dim=axis, keepdim=True)
@@ -169,6 +184,8 @@ class KVCacheAttention(_Attention):
         if "no_max_subtraction" in BUGS:
             e = torch.exp(s)
             p = e / e.sum(dim=axis, keepdim=True)
+        elif "precision_lowered" in BUGS:                             # the bug: the softmax in float32
+            p = torch.softmax(s.float(), dim=axis).to(s.dtype)
         else:
             p = torch.softmax(s, dim=axis)
         ctx = p.masked_fill(m, 0.0) @ vh                              # (B, h, T, hs)
@@ -208,7 +225,7 @@ def flash_attention(Q, K, V, block_size=64, causal=False):
         if causal:
             s = s.masked_fill(torch.arange(Tk)[None, :] > rows, float("-inf"))
         out = torch.softmax(s, dim=-1) @ V                            # (B, nh, Tq, hs)
-        return out.double() if "dtype_promoted" in BUGS else out
+        return _flash_dtype(out)
     m = Q.new_full((B, nh, Tq, 1), float("-inf"))                     # running max
     l = Q.new_zeros((B, nh, Tq, 1))                                   # running sum of exp
     acc = Q.new_zeros((B, nh, Tq, hs))                                # running sum of exp * V
@@ -235,4 +252,11 @@ def flash_attention(Q, K, V, block_size=64, causal=False):
         l = (l if "flash_no_rescale_sum" in BUGS else alpha * l) + p.sum(dim=-1, keepdim=True)
         acc = (acc if "flash_no_rescale_acc" in BUGS else alpha * acc) + p @ vb
     out = acc if "flash_no_final_divide" in BUGS else acc / l         # (B, nh, Tq, hs)
-    return out.double() if "dtype_promoted" in BUGS else out
+    return _flash_dtype(out)
+
+
+def _flash_dtype(out):
+    """The output's dtype: the input's, or a mutant's (dtype_promoted: float64; precision_lowered: float32)."""
+    if "dtype_promoted" in BUGS:
+        return out.double()
+    return out.float() if "precision_lowered" in BUGS else out

@@ -180,24 +180,46 @@ def _version(module: str) -> str | None:
     return getattr(mod, "__version__", None)
 
 
+# Ways to reach attention code that the worker's tripwire does not see (or that switch it off): a mention of a
+# banned API next to one of these cannot be ruled out by a silent tripwire.
+TRIPWIRE_BYPASSES = ("torch.ops", "torch._C", "_C._nn", "TRIPWIRES", "__wrapped__", "importlib.reload")
+
+
 def _banned_api_result(track: str, text: str, tripwires: set[str], anything_passed: bool) -> TestResult | None:
     """The banned-API structure test (torch track): a runtime tripwire in the worker plus a static scan here.
-    It earns its point only alongside real work: with nothing else passing (a stub) it is not assessed."""
+
+    It fails when a banned call happened (the tripwire fired) or cannot be ruled out (the file mentions one and
+    could bypass the tripwire). A mention the tripwire never saw called — an unused branch, dead code — is a note
+    for the interviewer, not a failure. It earns its point only alongside real work: with nothing else passing (a
+    stub) it is not assessed."""
     if track != "torch":
         return None
     static = banned_api_uses(text)
     fired = sorted(tripwires)
-    if static or fired:
+    bypass = sorted(b for b in TRIPWIRE_BYPASSES if b in text) if static else []
+    diagnostics = {"static_scan": static, "runtime_tripwire": fired}
+    if fired:
         status = "failed"
-        message = ("uses a built-in attention API, which this exercise asks you to implement yourself: "
-                   + ", ".join(sorted(set(static) | set(fired))))
+        message = ("calls a built-in attention API, which this exercise asks you to implement yourself: "
+                   + ", ".join(fired) + " (called while grading: the runtime tripwire fired)")
+    elif static and (bypass or not anything_passed):
+        status = "failed"
+        reason = (f"the file also uses {', '.join(bypass)}, which could call it unseen" if bypass
+                  else "none of the other tests ran the module far enough to rule it out")
+        message = ("mentions a built-in attention API that this exercise asks you to implement yourself: "
+                   f"{', '.join(static)}; the tripwire stayed silent, but a call cannot be ruled out: {reason}")
+        diagnostics["cannot_rule_out"] = bypass or ["nothing passed"]
     elif anything_passed:
         status, message = "passed", ""
+        if static:
+            message = ("not charged: the file mentions " + ", ".join(static) + ", but it was never called while "
+                       "grading (the runtime tripwire stayed silent): an unused branch or dead code")
+            diagnostics["interviewer_note"] = message
     else:
         status, message = "skipped", "not assessed: none of the other tests passed"
     return TestResult(id="test_no_builtin_attention", category="structure", status=status,
                       points=1.0 if status == "passed" else 0.0, max_points=1.0, visibility="visible",
-                      message=message, diagnostics={"static_scan": static, "runtime_tripwire": fired},
+                      message=message, diagnostics=diagnostics,
                       description="does not call F.scaled_dot_product_attention / nn.MultiheadAttention")
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from harness.core.case import Case
-from harness.core.checks import CheckFailure
+from harness.core.checks import CheckFailure, root_causes
 from harness.core.errors import CandidateException, GraderError, WorkerFault
 from harness.core.exercises import Exercise
 from harness.core.report import CATEGORIES, TestResult
@@ -74,6 +74,17 @@ def _status_for(exc: BaseException) -> tuple[str, str, dict] | None:
 
 
 PLUGIN_KEY = pytest.StashKey["GraderPlugin"]()
+# The tests that exist for a root cause (charged by it); every other test forgives it (harness/core/checks.py).
+CHARGED_IN = {"dtype": ("test_dtype_preserved",),
+              "precision": ("test_matches_reference_float64", "test_prefill_float64",
+                            "test_matches_standard_attention_float64")}
+
+
+def charged_causes(item: pytest.Item) -> tuple[str, ...]:
+    """The root causes ``item`` exists for: by its name (CHARGED_IN) or a ``charges(*causes)`` marker."""
+    base = item.name.split("[", 1)[0]
+    marker = item.get_closest_marker("charges")
+    return tuple(c for c, tests in CHARGED_IN.items() if base in tests) + (tuple(marker.args) if marker else ())
 
 
 class GraderPlugin:
@@ -123,6 +134,7 @@ class GraderPlugin:
         config.stash[PLUGIN_KEY] = self
         config.addinivalue_line("markers", "grade(category, points=1, visibility='visible'): grading metadata")
         config.addinivalue_line("markers", "tracks(*names): tracks this test applies to")
+        config.addinivalue_line("markers", "charges(*causes): root causes this test exists for (dtype, precision)")
 
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
@@ -138,6 +150,23 @@ class GraderPlugin:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.collection_errors.append(clean_text(str(report.longrepr), 2000))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        """Each test runs under the charge-once rule (harness/core/checks.py RootCauses): what it forgave is noted
+        on the test and handed to the diagnosis as a signature."""
+        test_id = self._test_id(item)
+        with root_causes(charged_causes(item)) as rc:
+            yield
+        forgiven = {}
+        for cause, info in rc.findings:
+            self.observations.append(Observation(test_id, None, None, not info.get("charged"), cause, dict(info)))
+            if not info.get("charged"):
+                forgiven.setdefault(cause, info)
+        if forgiven:
+            self.notes.setdefault(test_id, {})["not_charged_here"] = {
+                cause: "charged in " + ", ".join(sorted({t for t in self.order if t.split("[")[0] in CHARGED_IN[cause]})
+                                                  or CHARGED_IN[cause]) for cause in sorted(forgiven)}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:

@@ -35,13 +35,15 @@ def failure_groups(tests: list[dict]) -> list[list[dict]]:
 
 
 def error_reason(report: dict, limit: int = 100) -> str:
-    """Why a report's verdict is ``error``, in one short line: the batch's own error (``usage: ...``,
-    ``infrastructure: ...``), else the failure most tests share (an import error, a dead worker). Empty for
-    other verdicts."""
+    """Why a report's verdict is ``error``, or why a failed report earned nothing, in one short line: the batch's
+    own error (``usage: ...``, ``infrastructure: ...``), else the failure most tests share (an import error, a dead
+    worker, a constructor that raises). Empty for other reports."""
     err = batch_error(report)
+    tests = report.get("tests", [])
+    all_errored = bool(tests) and not any(t.get("status") in ("passed", "failed", "skipped") for t in tests)
     if err:
         text = f"{err.get('kind')}: {err.get('message', '')}"
-    elif report.get("verdict") == "error":
+    elif report.get("verdict") == "error" or all_errored:
         groups = failure_groups(report.get("tests", []))
         biggest = max(groups, key=len) if groups else None
         text = biggest[0].get("message", "") if biggest else "no test ran"

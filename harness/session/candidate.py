@@ -13,16 +13,14 @@ import numpy as np
 
 from harness.core.case import Case
 from harness.session.channel import HOST_MEMORY, READ_BACK, WorkerSession
-from harness.core.errors import GraderError, WorkerFault
+from harness.core.errors import CandidateException, WorkerFault
 from harness.core.exercises import Exercise
+from harness.session.layouts import WEIGHTS, Layout, StructureError, expected_layouts, match_layout  # noqa: F401
 from harness.worker import wire
 
 ARG_FIELDS = {"X": "x", "x": "x", "Y": "y", "context": "y", "Wq": "wq", "Wk": "wk", "Wv": "wv", "Wo": "wo",
               "mask": "mask", "cache": "cache"}
 INT_FIELDS = {"h": "h", "n_heads": "h", "g": "g", "n_kv_heads": "g"}
-WEIGHTS = (("q", "wq", "bq"), ("k", "wk", "bk"), ("v", "wv", "bv"), ("o", "wo", "bo"))
-
-
 def forged(key: str, value: np.ndarray, shape: tuple, dtype) -> WorkerFault:
     """An array no honest worker can send (a gradient whose shape or dtype is not its argument's): the
     candidate's process wrote it, so it is the candidate's failure, like any malformed frame."""
@@ -51,14 +49,6 @@ def inputs_after(out: dict, sent: dict) -> dict:
     return {name: out[wire.INPUT + name] for name in sent if wire.INPUT + name in out}
 
 
-class StructureError(GraderError, AssertionError):
-    """The torch module's parameters are not in a layout the grader can load (a test failure, not a crash)."""
-
-    def __init__(self, message: str, diagnostics: dict | None = None):
-        super().__init__(message)
-        self.diagnostics = diagnostics or {}
-
-
 @dataclasses.dataclass
 class Result:
     out: np.ndarray | None             # the output, when it was a plain array/tensor of a sendable dtype
@@ -71,61 +61,13 @@ class Result:
     memory: dict | None = None         # call(memory=True): the worker's own figure: peak_bytes (+ method, ...)
     host_memory: dict | None = None    # call(memory=True): the host's figure from the worker's cgroup, or unavailable
     read_back: tuple = ()              # names in inputs_after the host read back itself (the rest: the worker's word)
+    absent: tuple = ()                 # case fields the module has no parameter for (a missing bias, held at zero)
     value: object = None               # call_function: the returned value (ints, tuples, dicts; wire.Opaque others)
 
 
-@dataclasses.dataclass
-class Layout:
-    kind: str                          # separate | fused
-    names: dict                        # case field (wq, bq, ...) -> parameter name
-    params: list                       # what the module declared: [{name, shape, dtype}]
-
-    @property
-    def count(self) -> int:
-        return int(sum(int(np.prod(p["shape"])) for p in self.params))
-
-
-def expected_layouts(exercise: Exercise, bias: bool) -> list[list[str]]:
-    suffixes = ("weight", "bias") if bias else ("weight",)
-    separate = [f"w_{t}.{s}" for t in "qkvo" for s in suffixes]
-    layouts = [separate]
-    if exercise.torch.get("fused_qkv"):
-        for out in ("w_o", "wo"):
-            layouts.append([f"qkv.{s}" for s in suffixes] + [f"{out}.{s}" for s in suffixes])
-    return layouts
-
-
-def match_layout(exercise: Exercise, params: list[dict], bias: bool, d: int, d_kv: int) -> Layout:
-    found = {p["name"]: tuple(p["shape"]) for p in params}
-    for names in expected_layouts(exercise, bias):
-        if set(found) != set(names):
-            continue
-        if names[0].startswith("qkv"):
-            out = names[-1].split(".")[0]
-            mapping = {"wqkv": "qkv.weight", "wo": f"{out}.weight"}
-            shapes = {"qkv.weight": (3 * d, d), f"{out}.weight": (d, d)}
-            if bias:
-                mapping.update(bqkv="qkv.bias", bo=f"{out}.bias")
-                shapes.update({"qkv.bias": (3 * d,), f"{out}.bias": (d,)})
-            kind = "fused"
-        else:
-            mapping = {w: f"w_{t}.weight" for t, w, _ in WEIGHTS}
-            out_dims = {"q": d, "k": d_kv, "v": d_kv, "o": d}
-            shapes = {f"w_{t}.weight": (out_dims[t], d) for t in "qkvo"}
-            if bias:
-                mapping.update({bb: f"w_{t}.bias" for t, _, bb in WEIGHTS})
-                shapes.update({f"w_{t}.bias": (out_dims[t],) for t in "qkvo"})
-            kind = "separate"
-        wrong = {n: (found[n], shapes[n]) for n in shapes if found[n] != shapes[n]}
-        if wrong:
-            detail = "; ".join(f"{n} has shape {list(a)}, expected {list(b)}" for n, (a, b) in wrong.items())
-            raise StructureError(f"parameter shapes do not match the {kind} layout: {detail}",
-                                 {"found": {n: list(s) for n, s in found.items()}})
-        return Layout(kind, mapping, params)
-    expected = " or ".join("{" + ", ".join(n) + "}" for n in expected_layouts(exercise, bias))
-    raise StructureError(
-        f"unrecognised parameter layout: found {{{', '.join(sorted(found)) or 'no parameters'}}}; expected {expected}",
-        {"found": sorted(found)[:50], "expected": expected_layouts(exercise, bias)})
+def _refuses_bias(exc: CandidateException) -> bool:
+    """The constructor raised because of the ``bias`` keyword (``unexpected keyword argument 'bias'``)."""
+    return exc.phase == "init" and exc.exc_type == "TypeError" and "bias" in (exc.exc_message or "")
 
 
 class Candidate:
@@ -139,30 +81,73 @@ class Candidate:
         self._layout_error: StructureError | None = None
         self._source: str | None = None
         self.layout_check: str | None = None  # where the parameter layout was checked (the static read or not)
+        self.bias_refused: str | None = None  # the constructor's exception when it was given bias=False
         self.calls = 0
 
     # -- torch structure --------------------------------------------------------------------------
     def build(self, *, d: int, h: int, g: int | None = None, bias: bool = True) -> Layout:
-        """Construct the module (if not already built with these arguments) and match its parameter layout."""
+        """Construct the module (if not already built with these arguments) and match its parameter layout.
+
+        The constructor gets its required arguments positionally, ``(d_model, n_heads[, n_kv_heads])``, and
+        ``bias`` only when it is False (True is the contract's default). A constructor that refuses ``bias`` is
+        built without it and its biases held at zero; only the tests about ``bias=False`` fail for it
+        (:meth:`require_bias_kwarg`)."""
         key = (d, h, g, bias)
         if key != self._module_key:
             ctor = {"d_model": d, "n_heads": h, "n_kv_heads": g if g is not None else h}
             args = [ctor[name] for name in self.spec["init"]]
-            kwargs = {"bias": bias} if "bias" in self.spec.get("init_kwargs", []) else {}
+            wants = not bias and "bias" in self.spec.get("init_kwargs", [])
+            kwargs = {"bias": False} if wants and self.bias_refused is None else {}
             self._module_key = None
-            head, _ = self.session.request({"op": "init", "args": args, "kwargs": kwargs})
+            try:
+                head, _ = self.session.request({"op": "init", "args": args, "kwargs": kwargs})
+            except CandidateException as exc:
+                if not (kwargs and _refuses_bias(exc)):
+                    raise
+                self.bias_refused = exc.exc_message or str(exc)
+                kwargs = {}
+                head, _ = self.session.request({"op": "init", "args": args, "kwargs": kwargs})
             self._module_key = key
             self._layout, self._layout_error = None, None
             d_kv = (g if g is not None else h) * (d // h)
             try:
                 self._cross_check(head.get("params", []), args, kwargs)
                 self._layout = match_layout(self.exercise, head.get("params", []), bias, d, d_kv)
+                if wants and not kwargs:  # built without bias=False: its biases are held at zero
+                    self._layout.deviations.pop("extra_bias", None)
+                    self._layout.deviations["constructor_without_bias"] = self.bias_refusal()
             except StructureError as exc:
                 self._layout_error = exc
                 self._params = head.get("params", [])
         if self._layout_error:
             raise self._layout_error
         return self._layout
+
+    def bias_refusal(self) -> str:
+        init = ", ".join(self.spec["init"])
+        return (f"the constructor does not accept bias=False ({self.bias_refused}); the contract's constructor is "
+                f"{self.spec['entry']}({init}, bias=True)")
+
+    def require_bias_kwarg(self, *, d: int, h: int, g: int | None = None) -> Layout:
+        """For the tests about ``bias=False``: the module built with it, or a StructureError saying the
+        constructor refuses it."""
+        layout = self.build(d=d, h=h, g=g, bias=False)
+        if self.bias_refused is not None:
+            raise StructureError(self.bias_refusal(), {"deviation": "constructor_without_bias"})
+        return layout
+
+    def fit(self, case: Case) -> Case:
+        """``case`` as the module can compute it: a bias the module does not have is held at zero (torch track;
+        the reference then has the same deviation, see harness/session/layouts.py)."""
+        if self.track != "torch" or not case.has_bias:
+            return case
+        try:
+            layout = self.build(d=case.d, h=case.h, g=case.g, bias=True)
+        except StructureError:
+            return case
+        if not layout.absent:
+            return case
+        return case.replace(**{f: np.zeros_like(getattr(case, f)) for f in layout.absent})
 
     def _cross_check(self, reported: list[dict], args: list, kwargs: dict) -> None:
         """The worker's parameter list against a static read of the file (harness/session/static_layout.py):
@@ -310,8 +295,12 @@ class Candidate:
             values["wqkv"] = np.concatenate([case.wq.T, case.wk.T, case.wv.T], axis=0)
             if case.has_bias:
                 values["bqkv"] = np.concatenate([case.bq, case.bk, case.bv])
+        shapes = {p["name"]: tuple(p["shape"]) for p in lay.params}
         for field, pname in lay.names.items():
-            arrays[wire.WEIGHT + field] = np.ascontiguousarray(values[field])
+            value = values.get(field)
+            if value is None:  # a bias the case does not have (bias=False): held at zero
+                value = np.zeros(shapes[pname], dtype=case.x.dtype)
+            arrays[wire.WEIGHT + field] = np.ascontiguousarray(value)
             state[pname] = wire.WEIGHT + field
         grad = grad_output is not None
         args = [self._spec(n, case, arrays, layout, requires_grad=grad and n not in ("mask", "cache"))
@@ -350,4 +339,4 @@ class Candidate:
                 else:
                     target[field] = value.T if field.startswith("w") else value
         return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), grads, inputs, head.get("flops"),
-                                      read_back=tuple(head.get(READ_BACK, ()))), head, out)
+                                      read_back=tuple(head.get(READ_BACK, ())), absent=lay.absent), head, out)
