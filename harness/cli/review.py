@@ -13,7 +13,7 @@ from harness.core.errors import EXIT_USAGE
 ACTOR = "cli"
 
 
-@click.group("review", short_help="A candidate's attempts, similar pairs in a round, export, delete, retention.")
+@click.group("review", short_help="Review candidates: attempts, similarity, export, delete.")
 def review_cmd():
     """Interviewer review: what the review pages show, and the retention operations."""
 
