@@ -18,8 +18,10 @@ warn() {
 "$PY" -m venv "$dir/venv" >"$log" 2>&1 || warn "could not create a venv"
 "$dir/venv/bin/pip" install -q --disable-pip-version-check torch==2.13.0 -e "$REPO[test]" >>"$log" 2>&1 \
     || warn "pip could not install the newest releases"
-newer=$("$dir/venv/bin/pip" freeze --exclude-editable 2>/dev/null | sed -E 's/\+cpu$//' | sort -f \
-        | comm -23 - <(grep -v '^#' "$REPO/constraints.txt" | sort -f) | grep -vE '^(pip|setuptools|wheel)==' | tr '\n' ' ')
+lower_sorted() { tr '[:upper:]_' '[:lower:]-' | LC_ALL=C sort; }   # one collation and one spelling on both sides
+newer=$("$dir/venv/bin/pip" freeze --exclude-editable 2>/dev/null | sed -E 's/\+cpu$//' | lower_sorted \
+        | LC_ALL=C comm -23 - <(grep -v '^#' "$REPO/constraints.txt" | lower_sorted) \
+        | grep -vE '^(pip|setuptools|wheel)==' | tr '\n' ' ')
 echo "== newest releases: differs from the lock: ${newer:-nothing} =="
 cd "$REPO"
 PYTHONWARNINGS=error "$dir/venv/bin/grade" mha reference/mha_numpy.py --sandbox local -q >>"$log" 2>&1 \
