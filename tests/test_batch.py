@@ -107,7 +107,8 @@ def test_mixed_folder_counts_exit_code_reports_junit_and_gradescope(mixed):
     suites = {s.name: s for s in xml}
     assert len(suites) == 7
     wrong = suites["subs/wrong_scale.py"]
-    assert wrong.tests == len(rep["wrong_scale"]["tests"]) and wrong.failures == 13
+    failed = sum(t["status"] == "failed" for t in rep["wrong_scale"]["tests"])   # the suite grows: count, don't pin
+    assert wrong.tests == len(rep["wrong_scale"]["tests"]) and wrong.failures == failed > 0
     failure_texts = [res.text for case in wrong for res in case.result if isinstance(res, Failure)]
     assert failure_texts and all("scale_sqrt_d" in t and "hint:" in t for t in failure_texts)
     assert suites["subs/pass_numpy.py"].failures == 0 and suites["subs/pass_numpy.py"].errors == 0
@@ -321,7 +322,10 @@ def test_summary_says_why_a_row_errored(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     rows = {name: next(ln for ln in r.stdout.splitlines() if f"subs/{name}.py" in ln) for name in ("crash", "binary")}
     assert "error" in rows["crash"] and "No module named 'no_such_module_anywhere'" in rows["crash"]
-    assert "usage:" in rows["binary"] and "binary" in rows["binary"].split("usage:", 1)[1]
+    # the row says why; its message is cut at the table's width, which a long temporary path (xdist's) can reach
+    why = rows["binary"].split("usage:", 1)[1]
+    assert "binary" in why or ("…" in why and any("binary" in v[0]["environment"]["batch"]["error"]["message"]
+                                                   for k, v in reports(tmp_path / "out").items() if "binary" in k))
 
 
 def test_symlinks_are_refused_not_followed(tmp_path):
