@@ -105,7 +105,9 @@ class NetHosts:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
 
     def wrap(self, i: int, cmd: list[str]) -> list[str]:
-        return ["ip", "netns", "exec", self.names[i], *cmd] if self.available else cmd
+        # nsenter switches the network namespace only: `ip netns exec` also remounts /sys, which hides the cgroup
+        # hierarchy a real worker host has (the host's memory measurement and worker cgroups need it)
+        return ["nsenter", f"--net=/run/netns/{self.names[i]}", "--", *cmd] if self.available else cmd
 
     def address_for(self, i: int) -> str:
         """The address worker ``i`` reaches the services at."""
