@@ -11,9 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-import shutil
 import sqlite3
 import zipfile
 from pathlib import Path
@@ -23,21 +21,17 @@ import pytest
 from harness.core.report import validate_report
 from tests.service.nearcopy import near_copy
 from tests.service.rounds import csrf_of, join, page_submit, signed_in
+from tests.service.browser import MARKS, browser, shots  # noqa: F401  (browser: the fixture)
 from tests.service.support import Server, make_tokens, wait_done
 
 ROOT = Path(__file__).resolve().parent.parent
 WRONG = (ROOT / "examples" / "mha_wrong_scale.py").read_text()
 RIGHT = (ROOT / "tests" / "variants" / "mha" / "numpy_einsum.py").read_text()
-SHOTS = ROOT / "artifacts" / "review-pages"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = shots("review-pages")
 DEE = "Dee Gonewithdata"
 DEE_MARK = "# dee-marker-2f9c41 my own words\n"
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    not os.path.exists(CHROMIUM) and os.environ.get("CI") != "true",
-    reason="chromium is not installed (apt-get install chromium; CI installs it in .ci/run)")]
+pytestmark = MARKS
 
 
 @pytest.fixture(scope="module")
@@ -74,17 +68,6 @@ def rnd(tmp_path_factory):
             if isinstance(v, dict) and "client" in v:
                 v["client"].close()
         srv.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -5,29 +5,23 @@ CSRF-protected, the session cookie is HttpOnly. Screenshots go to artifacts/serv
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.service.rounds import signed_in
+from tests.service.browser import MARKS, browser, shots  # noqa: F401  (browser: the fixture)
 from tests.service.support import Server, make_tokens, store_rows, submit, wait_done
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = (ROOT / "reference" / "mha_numpy.py").read_text()
 WRONG = (ROOT / "examples" / "mha_wrong_scale.py").read_text()
-SHOTS = ROOT / "artifacts" / "service-pages"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = shots("service-pages")
 HOSTILE = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    not os.path.exists(CHROMIUM) and os.environ.get("CI") != "true",
-    reason="chromium is not installed (apt-get install chromium; CI installs it in .ci/run)")]
+pytestmark = MARKS
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +32,6 @@ def srv(tmp_path_factory):
     server.tokens = tokens
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -6,26 +6,20 @@ with every outside request blocked, and kv_cache / flash_attention reports have 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from harness.core.exercises import all_exercises
+from tests.service.browser import MARKS, browser, shots  # noqa: F401  (browser: the fixture)
 from tests.service.support import Server, make_tokens, store_rows, submit, wait_done
 
 ROOT = Path(__file__).resolve().parent.parent
 WRONG = (ROOT / "examples" / "mha_wrong_scale.py").read_text()
-SHOTS = ROOT / "artifacts" / "service-pages"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = shots("service-pages")
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    not os.path.exists(CHROMIUM) and os.environ.get("CI") != "true",
-    reason="chromium is not installed (apt-get install chromium; CI installs it in .ci/run)")]
+pytestmark = MARKS
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +30,6 @@ def srv(tmp_path_factory):
     server.tokens = tokens
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture
