@@ -33,8 +33,13 @@ def _parse(value) -> dt.datetime | None:
 
 def relative(t: dt.datetime, now: dt.datetime) -> str:
     s = (now - t).total_seconds()
-    if s < -60:
-        return "in the future"
+    if s < -60:   # a time to come (a round's close): "in 45 min", "in 3 h", "in 2 days"
+        ahead = -s
+        if ahead < 3600:
+            return f"in {int(ahead // 60)} min"
+        if ahead < 86400:
+            return f"in {int(ahead // 3600)} h"
+        return f"in {int(ahead // 86400)} day{'s' if ahead >= 2 * 86400 else ''}"
     if s < 10:
         return "just now"
     if s < 60:
@@ -49,13 +54,15 @@ def relative(t: dt.datetime, now: dt.datetime) -> str:
     return t.strftime("%Y-%m-%d")
 
 
-def when(value, now: dt.datetime | None = None) -> Markup:
-    """``<time>`` for an ISO string or datetime (empty for none)."""
+def when(value, now: dt.datetime | None = None, *, exact: bool = False) -> Markup:
+    """``<time>`` for an ISO string or datetime (empty for none); ``exact``: the text is the UTC time itself (a
+    deadline next to a countdown), not a relative one."""
     t = _parse(value)
     if t is None:
         return Markup("")
     now = now or dt.datetime.now(dt.timezone.utc)
     iso = t.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-    exact = t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return Markup('<time datetime="{}" title="{}">{}</time>').format(escape(iso), escape(exact),
-                                                                    escape(relative(t, now)))
+    stamp = t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    text = t.astimezone(dt.timezone.utc).strftime("%H:%M UTC" if t.date() == now.date() else "%Y-%m-%d %H:%M UTC") \
+        if exact else relative(t, now)
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(escape(iso), escape(stamp), escape(text))
