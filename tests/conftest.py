@@ -51,11 +51,14 @@ def in_matrix(item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects: the marks must be on the items by then
 def pytest_collection_modifyitems(config, items):
-    """Marks the matrix group; docker tests skip outside CI when no engine/image is ready (in CI, CI=true, they
-    never skip)."""
+    """Marks the matrix group; puts the heaviest files first (tests/parallel.py: the order xdist hands out work);
+    docker tests skip outside CI when no engine/image is ready (in CI, CI=true, they never skip)."""
+    from tests.parallel import run_order
+
     for item in items:
         if in_matrix(item) and not item.get_closest_marker("matrix"):
             item.add_marker(pytest.mark.matrix)
+    items.sort(key=lambda item: run_order(item.nodeid))  # stable: a file's tests keep their order
     if not any(item.get_closest_marker("docker") for item in items):
         return
     ok, why = docker_ready()
@@ -66,6 +69,31 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("docker"):
             item.add_marker(skip)
+
+
+# -- spreading the suite over the xdist workers (README "Tests") ----------------------------------------------
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, refined (tests/parallel.py): the independent gradings of a few large files go test by test
+    to whichever worker is free, and the heaviest files are sent first."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tests.parallel import SpreadFileScheduling
+
+    return SpreadFileScheduling(config, log)
+
+
+@pytest.fixture(scope="session")
+def local_warm_pool():
+    """One local warm pool per pytest process (a zygote per track, forking a fresh worker per submission): for
+    the files that grade hundreds of submissions whose subject is the grading, not the worker's start (the
+    mutant catalogue). Cold starts are the subject of tests/test_local_sandbox.py, tests/test_redteam.py and
+    the CLI tests; tests/test_warm.py shows a warm worker grades like a cold one."""
+    from harness.session.warm import WarmPool
+
+    with WarmPool("local", size=1) as pool:
+        yield pool
+    assert pool.owned() == {"pids": [], "containers": []}
 
 
 @pytest.fixture(scope="session")

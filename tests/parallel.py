@@ -24,3 +24,46 @@ def subnet_octet(seed: int) -> int:
     """The third octet of a test's private 10.213.x.0/24 addresses: a band of 25 per xdist worker (workers
     never collide), ``seed`` picks within it (tests of one worker run one at a time)."""
     return 1 + (worker_index() * 25 + seed % 25) % 250
+
+
+# -- how xdist hands out the suite (`-n auto --dist loadfile`, refined by SpreadFileScheduling) -----------------
+# A file's tests go to one worker, in order, and share its module-scoped set-up (a server, a browser, a cluster),
+# except in SPREAD: files of independent, individually slow tests (one grading each) that would otherwise set the
+# suite's floor on one worker; their tests go one by one to whichever worker is free. Files go out heaviest first
+# (HEAVY_FIRST, measured: README "Tests"), then the rest in file order, then the SPREAD tests, which fill the tail.
+SPREAD = ("tests/test_mutants.py", "tests/test_redteam.py", "tests/test_service_schemathesis.py",
+          "tests/test_variants.py", "tests/test_real_code.py")
+HEAVY_FIRST = ("tests/test_service_distributed.py", "tests/test_service_parity.py", "tests/test_batch.py",
+               "tests/test_docker_grading.py", "tests/test_docker_sandbox.py", "tests/test_warm.py",
+               "tests/test_service_crash.py", "tests/test_reports_html.py")
+
+
+def file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def run_order(nodeid: str) -> tuple[int, int]:
+    """The sort key of a test in the collection (stable: a file's tests keep their order)."""
+    path = file_of(nodeid)
+    if path in HEAVY_FIRST:
+        return 0, HEAVY_FIRST.index(path)
+    return (2, 0) if path in SPREAD else (1, 0)
+
+
+try:
+    from xdist.scheduler import LoadFileScheduling
+except ImportError:  # pragma: no cover - pytest-xdist is a test dependency; without it nothing is scheduled
+    LoadFileScheduling = object
+
+
+class SpreadFileScheduling(LoadFileScheduling):
+    """--dist loadfile, but a SPREAD file's tests are work units of their own, and the units go out in the
+    collection's order (run_order), not xdist's default largest-count-first."""
+
+    def __init__(self, config, log=None):
+        super().__init__(config, log)
+        config.option.loadscopereorder = False
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = file_of(nodeid)
+        return nodeid if path in SPREAD else path
