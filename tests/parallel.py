@@ -32,7 +32,7 @@ def subnet_octet(seed: int) -> int:
 # suite's floor on one worker; their tests go one by one to whichever worker is free. Files go out heaviest first
 # (HEAVY_FIRST, measured: README "Tests"), then the rest in file order, then the SPREAD tests, which fill the tail.
 SPREAD = ("tests/test_mutants.py", "tests/test_redteam.py", "tests/test_service_schemathesis.py",
-          "tests/test_variants.py", "tests/test_real_code.py")
+          "tests/test_variants.py", "tests/test_real_code.py", "tests/test_shape_sweep.py")
 HEAVY_FIRST = ("tests/test_service_distributed.py", "tests/test_service_parity.py", "tests/test_batch.py",
                "tests/test_docker_grading.py", "tests/test_docker_sandbox.py", "tests/test_warm.py",
                "tests/test_service_crash.py", "tests/test_reports_html.py")

@@ -67,9 +67,10 @@ def test_shape_mutant_catalog_is_complete():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", MUTANTS, ids=[p.stem for p in MUTANTS])
-def test_shape_mutant_fails_with_a_shrunk_shape(path):
+def test_shape_mutant_fails_with_a_shrunk_shape(path, local_warm_pool):
     exercise, track = _split_name(path)
-    report = grade(exercise=exercise, submission=path, track=track, sandbox="local")
+    # warm local workers (tests/conftest.py): the sweep is the subject, not the worker's start
+    report = grade(exercise=exercise, submission=path, track=track, sandbox=local_warm_pool)
     validate(report)
     assert report.verdict == "failed"
     sweep_tests = [t for t in report.tests if t.id == "test_shape_sweep" or t.id.startswith("test_large_case")]
