@@ -29,13 +29,15 @@ def subnet_octet(seed: int) -> int:
 # -- how xdist hands out the suite (`-n auto --dist loadfile`, refined by SpreadFileScheduling) -----------------
 # A file's tests go to one worker, in order, and share its module-scoped set-up (a server, a browser, a cluster),
 # except in SPREAD: files of independent, individually slow tests (one grading each) that would otherwise set the
-# suite's floor on one worker; their tests go one by one to whichever worker is free. Files go out heaviest first
-# (HEAVY_FIRST, measured: README "Tests"), then the rest in file order, then the SPREAD tests, which fill the tail.
-SPREAD = ("tests/test_mutants.py", "tests/test_redteam.py", "tests/test_service_schemathesis.py",
+# suite's floor on one worker; their tests go one by one to whichever worker is free. Work goes out heaviest
+# first (HEAVY_FIRST, measured: README "Tests", benchmarks/suite_times.py), then the other files in file order,
+# then the SPREAD tests (longest single tests first), which fill the tail.
+SPREAD = ("tests/test_service_schemathesis.py", "tests/test_redteam.py", "tests/test_mutants.py",
           "tests/test_variants.py", "tests/test_real_code.py", "tests/test_shape_sweep.py")
-HEAVY_FIRST = ("tests/test_service_distributed.py", "tests/test_service_parity.py", "tests/test_batch.py",
-               "tests/test_docker_grading.py", "tests/test_docker_sandbox.py", "tests/test_warm.py",
-               "tests/test_service_crash.py", "tests/test_reports_html.py")
+HEAVY_FIRST = ("tests/test_service_distributed.py", "tests/test_service_parity.py", "tests/test_warm.py",
+               "tests/test_batch.py", "tests/test_host_facts.py", "tests/test_docker_grading.py",
+               "tests/test_reports_html.py", "tests/test_host_faults.py", "tests/test_service_crash.py",
+               "tests/test_kit.py")
 
 
 def file_of(nodeid: str) -> str:
@@ -47,7 +49,7 @@ def run_order(nodeid: str) -> tuple[int, int]:
     path = file_of(nodeid)
     if path in HEAVY_FIRST:
         return 0, HEAVY_FIRST.index(path)
-    return (2, 0) if path in SPREAD else (1, 0)
+    return (2, SPREAD.index(path)) if path in SPREAD else (1, 0)
 
 
 try:
