@@ -8,8 +8,8 @@ the test's network listeners never contacted). A handful also go through the `gr
 a control; never a traceback, never the forged report on stdout).
 
 The default run grades every case under the local backend and the cases that test the sandbox itself
-(SANDBOX_CASES) under docker and the local warm pool too; the matrix group (CI) grades every case under every
-backend, cold and warm.
+(SANDBOX_CASES) under docker and the local warm pool too, and the CLI's cases under the local backend; the matrix
+group (CI) grades every case under every backend, cold and warm, and the CLI's under docker too.
 """
 
 from __future__ import annotations
@@ -63,14 +63,17 @@ ALLOWED_CONTROLS = {"\n", "\t"}
 
 # -- parametrisation --------------------------------------------------------------------------------------
 # "docker" is the docker sandbox under runc (Docker's default runtime), "docker-runsc" under gVisor.
-def _params(cases=CASES, backends=("local", "docker", "docker-runsc")):
+def _params(cases=CASES, backends=("local", "docker", "docker-runsc"), cli=False):
     for backend in backends:
         for case in cases:
             marks = [pytest.mark.docker] if backend.startswith("docker") else []
             if case.slow:
                 marks.append(pytest.mark.slow)
-            if backend in ("docker", "local-warm") and case.name not in SANDBOX_CASES:
-                marks.append(pytest.mark.matrix)  # the host's checks: graded cold and local by default
+            if backend in ("docker", "local-warm") and (cli or case.name not in SANDBOX_CASES):
+                # the host's checks: graded cold and local by default; through the CLI, docker is only the
+                # --sandbox flag (tests/test_docker_grading.py::test_grade_cli_with_docker) and the cases'
+                # outcomes under docker are test_redteam_case's
+                marks.append(pytest.mark.matrix)
             yield pytest.param(backend, case, id=f"{backend}-{case.name}", marks=marks)
 
 
@@ -430,7 +433,7 @@ def test_redteam_case_through_warm_workers(backend, case, arena_factory, warm_po
 CLI_CASES = [c for c in CASES if c.cli]
 
 
-@pytest.mark.parametrize("backend,case", list(_params(CLI_CASES)))
+@pytest.mark.parametrize("backend,case", list(_params(CLI_CASES, cli=True)))
 def test_redteam_case_through_the_cli(backend, case, arena_factory):
     _expect_isolation(backend, case)
     arena = arena_factory(case)
