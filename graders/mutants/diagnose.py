@@ -65,10 +65,6 @@ def _oracle_for(obs):
     return (_kv_mutant_output if obs.info.get("kv") else _mutant_output), obs.case.x.dtype
 
 
-def _dtype(case):
-    return case.dtype if isinstance(case, flash.FlashCase) else case.x.dtype
-
-
 def _matches(out, expected, dtype, loose=False) -> tuple[bool, float]:
     if expected is None or out.shape != expected.shape:
         return False, float("inf")
@@ -83,16 +79,17 @@ def _matches(out, expected, dtype, loose=False) -> tuple[bool, float]:
     return bool(ok), dev
 
 
-def _expected(obs, bugs):
-    return _oracle_for(obs)[0](obs, bugs)
+def _matches_mutant(obs, bugs: frozenset, loose=False) -> tuple[bool, float]:
+    """Whether ``obs``'s output is what the mutant with ``bugs`` computes (and by how much it deviates)."""
+    mutant_output, dtype = _oracle_for(obs)
+    return _matches(obs.out, mutant_output(obs, bugs), dtype, loose)
 
 
 def _explains(bugs: frozenset, observations, failed_tests: set, loose=False) -> dict | None:
     """``loose``: a precision_lowered submission's outputs are matched at float32's tolerance."""
     worst, tests, wrong = 0.0, set(), 0
     for obs in observations:
-        mutant_output, dtype = _oracle_for(obs)
-        ok, dev = _matches(obs.out, mutant_output(obs, bugs), dtype, loose)
+        ok, dev = _matches_mutant(obs, bugs, loose)
         if not ok:
             return None
         worst = max(worst, dev)
@@ -127,7 +124,7 @@ def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis
     lowered = _lowered(observations)
     failing = [o for o in forwards if not o.passed]
     if lowered:  # outputs wrong only by the lower precision are that mistake's, not another one's
-        failing = [o for o in failing if not _matches(o.out, _expected(o, frozenset()), _dtype(o.case), True)[0]]
+        failing = [o for o in failing if not _matches_mutant(o, frozenset(), loose=True)[0]]
     failed_tests = {r.id for r in results if r.status != "passed"}
     numeric = [b for b in bugs if b.detector == "numeric"]
     if failing:
