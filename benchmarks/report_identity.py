@@ -7,9 +7,9 @@ refactor and compared after it, byte for byte once the timings are taken out.
 
 What is taken out (it differs from run to run of the same code): ``timings``, every ``duration_s``, the
 submission's ``path`` (the tree or temporary folder it was graded from; a batch's slug names that folder too)
-and flash_attention's measured peak memory (the worker's and the host's). ``compare --mutant-source-changed``: a change to graders/common/oracle.py (which every NumPy mutant is
-built from) changes the mutant files themselves; their sha256, size and traceback line numbers are then
-left out of the comparison too. Everything else — verdicts, scores, statuses, messages, diagnostics,
+and flash_attention's measured peak memory (the worker's and the host's). ``compare --mutant-source-changed``:
+a change to graders/common/oracle.py (which every NumPy mutant is built from) changes the mutant files
+themselves; their sha256, size and traceback line numbers are then left out of the comparison too. Everything else — verdicts, scores, statuses, messages, diagnostics,
 diagnosis, environment — must be identical. Grades with the local sandbox, one submission at a time: every
 exercise, every track it offers (a record made before an exercise existed lists it as "only in" the other).
 

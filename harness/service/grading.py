@@ -233,15 +233,17 @@ def compare_script_hashes() -> list[str]:
 
 
 def junit_xml(named_reports: list[tuple[str, dict]]) -> str:
+    from harness.core.report import Report
     from harness.reports.junit import to_xml
 
-    return to_xml(named_reports, name="grade serve export")
+    return to_xml([(name, Report.from_dict(r)) for name, r in named_reports], name="grade serve export")
 
 
 def gradescope_results(report: dict) -> dict:
+    from harness.core.report import Report
     from harness.reports.gradescope import results_json
 
-    return results_json(report)
+    return results_json(Report.from_dict(report))
 
 
 def failure_groups(tests: list[dict]) -> list[list[dict]]:
