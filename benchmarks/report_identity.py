@@ -7,10 +7,11 @@ refactor and compared after it, byte for byte once the timings are taken out.
 
 What is taken out (it differs from run to run of the same code): ``timings``, every ``duration_s``, the
 submission's ``path`` (the tree or temporary folder it was graded from; a batch's slug names that folder too)
-and flash_attention's measured peak memory (the worker's and the host's). ``compare --mutant-source-changed``:
-a change to graders/common/oracle.py (which every NumPy mutant is built from) changes the mutant files
-themselves; their sha256, size and traceback line numbers are then left out of the comparison too. Everything else — verdicts, scores, statuses, messages, diagnostics,
-diagnosis, environment — must be identical. Grades with the local sandbox, one submission at a time: every
+and flash_attention's measured peak memory (the worker's and the host's, in diagnostics and in its messages).
+``compare --mutant-source-changed``: a change to graders/common/oracle.py (which every NumPy mutant is built
+from) changes the mutant files themselves; their sha256, size and traceback line numbers are then left out of
+the comparison too. Everything else — verdicts, scores, statuses, messages, diagnostics, diagnosis,
+environment — must be identical. Grades with the local sandbox, one submission at a time: every
 exercise, every track it offers (a record made before an exercise existed lists it as "only in" the other).
 
 ``record --via batch|service``: grade through the batch's grading processes (``harness.batch.pool.run_batch``,
@@ -31,7 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VOLATILE_KEYS = {"timings", "duration_s", "path",
                  "peak_bytes", "peak_over_bound", "peak_over_score_matrix",  # flash's measured memory (tracemalloc)
-                 "held_bytes", "worker_peak_bytes"}  # and the host's measure of it (cgroup), the worker's
+                 "held_bytes", "first_peak_bytes", "worker_peak_bytes"}  # the host's measure (cgroup), the worker's
+MEASURED = re.compile(r"(peak extra memory|the worker itself reported) \d+(\.\d+)? MiB")  # in flash's messages
 
 
 def _strip(value, key: str = ""):
@@ -41,7 +43,7 @@ def _strip(value, key: str = ""):
     if isinstance(value, list):
         return [_strip(v, key) for v in value]
     if isinstance(value, str):  # a batch's slug names the temporary folder (tmp__tmpXXXXXXXX__...)
-        return re.sub(r"tmp__tmp[a-z0-9_]{8}__", "<tmp>__", value)
+        return MEASURED.sub(r"\1 <n> MiB", re.sub(r"tmp__tmp[a-z0-9_]{8}__", "<tmp>__", value))
     return value
 
 
