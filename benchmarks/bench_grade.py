@@ -7,7 +7,9 @@ Runs are interleaved (floor, local, docker, floor, ...) so that a change in the 
 alike; each figure is the median of --repeat runs (>= 7) after one warm-up run each (which also fills the
 oracle's answer cache, harness/core/answers.py: the first grade after an install computes them). The load
 average is printed before and after: the machine may be shared, and load inflates every wall time (the ratios
-less so, since floor and grade are measured side by side).
+less so, since floor and grade are measured side by side). Also printed: the median CPU time (user + system) of
+each command's whole process tree (the grader's worker included) and its ratio to the floor's, which a shared
+machine's load moves far less than wall times.
 
 Run: python benchmarks/bench_grade.py [--repeat 7] [--sandbox local docker] [--exercise mha gqa ...]
      [--track numpy torch]
@@ -35,12 +37,16 @@ def load() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def wall(cmd: list[str], tree: Path | None = None) -> tuple[float, int]:
-    """Wall time and exit code of ``cmd``; run from ``tree`` with it first on PYTHONPATH when given."""
+def wall(cmd: list[str], tree: Path | None = None) -> tuple[float, int, float]:
+    """Wall time, exit code and CPU time (user + system of the process and every descendant it waited for: the
+    grader's worker included) of ``cmd``; run from ``tree`` with it first on PYTHONPATH when given."""
     env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
     t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, check=False, env=env, cwd=tree)
-    return time.perf_counter() - t, proc.returncode
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tree)
+    _, status, usage = os.wait4(proc.pid, 0)
+    took = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return took, proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def main() -> int:
@@ -71,7 +77,7 @@ def main() -> int:
             for box in opts.sandbox:
                 for label, where in trees.items():
                     cmd = [*grade, name, str(ref), "--sandbox", box, "--track", track, "-q"]
-                    took, code = wall(cmd, where)  # warm-up: imports cached by the OS, the oracle's answers kept
+                    took, code, _ = wall(cmd, where)  # warm-up: imports cached by the OS, the oracle's answers kept
                     if code > 1:
                         lines.append(f"{name:16} {track:6} {box + label:15} unavailable (exit {code})")
                         print(lines[-1], flush=True)
@@ -79,17 +85,22 @@ def main() -> int:
                     cmds[box + label] = (cmd, where)
             wall(FLOORS[track])
             times: dict[str, list[float]] = {k: [] for k in cmds}
+            cpus: dict[str, list[float]] = {k: [] for k in cmds}
             for _ in range(opts.repeat):
                 for key, (cmd, where) in cmds.items():
-                    times[key].append(wall(cmd, where)[0])
+                    took, _, cpu = wall(cmd, where)
+                    times[key].append(took)
+                    cpus[key].append(cpu)
             med = {k: statistics.median(v) for k, v in times.items()}
+            cpu = {k: statistics.median(v) for k, v in cpus.items()}
             floor = med["floor"]
             for key in cmds:
                 if key == "floor":
                     continue
                 box = key.split("(")[0]
                 ratio = med[key] / floor
-                line = f"{name:16} {track:6} {key:15} {med[key]:5.2f} s  floor {floor:5.2f} s  ratio {ratio:4.2f}x"
+                line = (f"{name:16} {track:6} {key:15} {med[key]:5.2f} s  floor {floor:5.2f} s  ratio {ratio:4.2f}x  "
+                        f"(CPU {cpu[key]:4.2f} s / {cpu['floor']:4.2f} s = {cpu[key] / cpu['floor']:4.2f}x)")
                 if box == "local":
                     line += f"  target <= {TARGETS[track]:.1f}x {'ok' if ratio <= TARGETS[track] else 'MISSED'}"
                 elif "local" + key[len(box):] in med:
