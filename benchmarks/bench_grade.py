@@ -11,6 +11,10 @@ less so, since floor and grade are measured side by side). Also printed: the med
 each command's whole process tree (the grader's worker included) and its ratio to the floor's, which a shared
 machine's load moves far less than wall times.
 
+Bytecode: each measured tree is byte-compiled first (``compileall``), as an installed package is at install time
+and as NumPy's and pytest's modules (the floor's) are; a checkout run with PYTHONDONTWRITEBYTECODE=1 otherwise
+compiles every grader module from source on every run (~55 modules; --no-compile measures that).
+
 Run: python benchmarks/bench_grade.py [--repeat 7] [--sandbox local docker] [--exercise mha gqa ...]
      [--track numpy torch]
 Another tree: PYTHONPATH=/path/to/tree python benchmarks/bench_grade.py (grades with `python -m harness`).
@@ -57,11 +61,17 @@ def main() -> int:
     parser.add_argument("--track", nargs="+", default=["numpy", "torch", "python"])
     parser.add_argument("--before", type=Path, metavar="TREE",
                         help="also grade with this source tree (e.g. the code before a change), interleaved")
+    parser.add_argument("--no-compile", action="store_true", help="do not byte-compile the trees first")
     opts = parser.parse_args()
     tree = Path(os.environ.get("PYTHONPATH") or ROOT).resolve()
     sys.path.insert(0, str(tree))
     from harness.core.exercises import all_exercises
 
+    if not opts.no_compile:
+        for where in {tree, *([opts.before.resolve()] if opts.before else [])}:
+            subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0",
+                            *[p for p in ("harness", "graders", "gradekit") if (where / p).is_dir()]],
+                           cwd=where, check=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
     grade = [sys.executable, "-m", "harness"]  # no console-script shim in the way: the floors run the interpreter too
     print(load())
     lines = []
@@ -109,7 +119,8 @@ def main() -> int:
                              f"{'ok' if extra <= DOCKER_ADDS else 'MISSED'}")
                 lines.append(line)
                 print(line, flush=True)
-    print(f"\nmedians of {opts.repeat} interleaved runs each; {load()}")
+    print(f"\nmedians of {opts.repeat} interleaved runs each{'' if opts.no_compile else ', trees byte-compiled'}; "
+          f"{load()}")
     return 0
 
 
