@@ -1,5 +1,7 @@
 """Meta-tests that keep the suites honest: every catalogued mutant fails and is named by its own id."""
 
+from pathlib import Path
+
 import pytest
 
 from graders.mutants.build import write_mutant
@@ -7,6 +9,7 @@ from graders.mutants.catalog import CATALOG, applicable
 from harness.core.exercises import all_exercises
 from harness.grading.engine import grade
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EXERCISES = ("mha", "masked_mha", "cross_attention", "gqa", "kv_cache", "flash_attention", "attention_cost")
 COMBOS = [(ex, tr) for ex in EXERCISES for tr in all_exercises()[ex].track_names]
 
@@ -68,3 +71,21 @@ def test_unexplained_failure_gets_no_guess(tmp_path):
     report = grade(exercise="mha", submission=path, track="numpy", sandbox="local")
     assert report.verdict == "failed"
     assert report.diagnosis == []
+
+
+SEEDED = [("mha", "examples", 1), ("mha", "examples", 5), ("mha", "examples", 10), ("gqa", "softmax_wrong_axis", 2)]
+
+
+@pytest.mark.parametrize("exercise,bug,seed", SEEDED, ids=[f"{e}-{b}-{s}" for e, b, s in SEEDED])
+def test_a_numeric_mistake_is_not_also_called_a_lower_precision(exercise, bug, seed, tmp_path):
+    """At these seeds a numeric mistake errs by only ~5e-9 (a wrong scale on saturated scores) or ~2e-6 (a softmax
+    over the wrong axis of a 2-key case) on one float64 output: inside float32's tolerance, so the charge-once rule
+    records "a lower precision" there. The named mistake reproduces those outputs to float64's tolerance, which a
+    float32 softmax cannot: precision_lowered must not be named beside it. (examples: mha_wrong_scale.py, the
+    service's page test's file, which names scale_sqrt_d.)"""
+    if bug == "examples":
+        path, bug = EXAMPLES / "mha_wrong_scale.py", "scale_sqrt_d"
+    else:
+        path = write_mutant(tmp_path, exercise, "numpy", {bug})
+    report = grade(exercise=exercise, submission=path, track="numpy", sandbox="local", seed=seed)
+    assert [d.bug for d in report.diagnosis] == [bug]

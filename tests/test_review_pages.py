@@ -156,6 +156,7 @@ def test_rubric_and_override_with_the_audit_trail(rnd, page):
     page.wait_for_load_state()
     assert "asked about <b>masking</b>" in page.inner_text("#notes")               # escaped
     rows = page.locator("#audit tr.audit-entry")
+    assert page.locator("#notes time").count() >= 1 and page.locator("#audit time").count() == rows.count()
     by_action = {rows.nth(i).get_attribute("data-action"): rows.nth(i) for i in range(rows.count())}
     assert {"rubric.scored", "score.overridden", "note.added"} <= set(by_action)
     ov = by_action["score.overridden"]

@@ -81,6 +81,11 @@ def test_a_round_in_the_browser(srv, browser, tmp_path):
     ivy.goto(round_url)                                     # the links are shown once
     assert ivy.locator("code.invite-link").count() == 0
     assert ivy.locator("tr.invitation td.state").all_inner_texts() == ["pending", "pending"]
+    iso = re.compile(r"\d{4}-\d\d-\d\dT\d\d:")                 # times are clock times, the exact one on hover
+    assert not iso.search(ivy.inner_text("body")) and ivy.locator("#invitations time").count() == 2
+    ivy.goto(srv.url + "/rounds")
+    assert not iso.search(ivy.inner_text("body")) and ivy.locator("time").count() >= 2
+    ivy.goto(round_url)
 
     contexts, pages, subs = [], [], []
     for i, link in enumerate(links):
@@ -133,7 +138,7 @@ def test_a_round_in_the_browser(srv, browser, tmp_path):
     ivy.wait_for_load_state()
     assert ivy.inner_text("#round-state") == "closed"
     _upload(b, tmp_path, "kv_cache", REF)
-    assert "closed at" in b.inner_text("#error")
+    assert "closed at" in b.inner_text("#error") and not iso.search(b.inner_text("#error"))
     assert len(store_rows(srv.data_dir)) == before
     b.screenshot(path=str(SHOTS / "round-closed.png"), full_page=True)
     for pg in (ivy, a, b):

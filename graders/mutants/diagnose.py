@@ -13,6 +13,7 @@ import itertools
 
 import numpy as np
 
+from harness.core.checks import TOLERANCE
 from harness.core.report import Diagnosis
 
 from ..common import flash, flash_oracle, oracle
@@ -69,10 +70,11 @@ def _dtype(case):
     return case.dtype if isinstance(case, flash.FlashCase) else case.x.dtype
 
 
-def _matches(out, expected, dtype, loose=False) -> tuple[bool, float]:
+def _matches(out, expected, dtype, loose=False, tol=None) -> tuple[bool, float]:
     if expected is None or out.shape != expected.shape:
         return False, float("inf")
-    tol = MATCH_TOL["float32"] if loose else MATCH_TOL.get(str(dtype), 2e-4)
+    if tol is None:
+        tol = MATCH_TOL["float32"] if loose else MATCH_TOL.get(str(dtype), 2e-4)
     a, e = out.astype(np.float64), expected.astype(np.float64)
     if not np.array_equal(np.isnan(a), np.isnan(e)):
         return False, float("inf")
@@ -104,10 +106,11 @@ def _explains(bugs: frozenset, observations, failed_tests: set, loose=False) -> 
             "failing_tests_explained": sorted(tests)[:12], "max_abs_deviation_from_mutant": worst}
 
 
-def _lowered(observations) -> dict | None:
+def _lowered(observations, explained: frozenset = frozenset()) -> dict | None:
     """Evidence that part of the computation ran in a lower precision than the input (the charge-once rule's
-    findings, harness/core/checks.py), or None."""
-    hits = [o for o in observations if o.kind == "precision"
+    findings, harness/core/checks.py), or None. ``explained``: tests whose float32-sized error a named numeric
+    mistake already accounts for (see _explained_precision)."""
+    hits = [o for o in observations if (o.kind == "precision" and o.test_id not in explained)
             or (o.kind == "dtype" and o.info.get("expected") == "float64" and o.info.get("got") == "float32")]
     if not hits:
         return None
@@ -118,6 +121,21 @@ def _lowered(observations) -> dict | None:
     if any(o.kind == "dtype" for o in hits):
         out["returned_dtype"] = "float32"
     return out
+
+
+def _explained_precision(bug_ids: frozenset, observations, forwards) -> frozenset:
+    """The tests of precision findings that the named numeric mistake explains: each of the test's float64 outputs
+    is the mutant's to the float64 tests' own tolerance. A wrong scale on saturated scores, say, errs by 5e-9 -- inside
+    float32's tolerance, so the check saw "a lower precision", but float64 arithmetic with that one mistake
+    reproduces it exactly, which a float32 softmax cannot."""
+    tests = {o.test_id for o in observations if o.kind == "precision"}
+    explained = set()
+    for test in tests:
+        outs = [o for o in forwards if o.test_id == test and np.dtype(_dtype(o.case)) == np.float64]
+        if outs and all(_matches(o.out, _expected(o, bug_ids), _dtype(o.case), tol=TOLERANCE["float64"])[0]
+                        for o in outs):
+            explained.add(test)
+    return frozenset(explained)
 
 
 def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis]:
@@ -133,15 +151,20 @@ def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis
     if failing:
         singles = [(b, ev) for b in numeric
                    if (ev := _explains(frozenset({b.id}), forwards, failed_tests, lowered))]
+        named = frozenset()
         for bug, evidence in singles:
             found.append(Diagnosis(bug.id, bug.summary, bug.hint, evidence))
+            named = named or frozenset({bug.id})
         if not singles:
             for a, b in itertools.combinations(numeric, 2):
                 evidence = _explains(frozenset({a.id, b.id}), forwards, failed_tests, lowered)
                 if evidence:
                     for bug, other in ((a, b), (b, a)):
                         found.append(Diagnosis(bug.id, bug.summary, bug.hint, dict(evidence, together_with=other.id)))
+                    named = frozenset({a.id, b.id})
                     break
+        if lowered and named:
+            lowered = _lowered(observations, _explained_precision(named, observations, forwards))
     by_kind = {}
     for o in observations:
         by_kind.setdefault(o.kind, []).append(o)
