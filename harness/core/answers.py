@@ -118,6 +118,18 @@ def remembered(key: str, compute: Callable[[], object]):
     return value
 
 
+def remembered_parts(key: str, n: int, compute: Callable[[], tuple]) -> tuple:
+    """:func:`remembered` for an answer of ``n`` arrays (kept one file each); one part missing computes them all."""
+    done: list = []
+
+    def part(i: int):
+        if not done:
+            done.append(tuple(compute()))
+        return done[0][i]
+
+    return tuple(remembered(f"{key}-{i}", lambda i=i: part(i)) for i in range(n))
+
+
 def counts() -> dict[str, int]:
     """How answers were found so far in this process: ``memo``, ``disk``, ``computed`` (for benchmarks/tests)."""
     return dict(_counts)
