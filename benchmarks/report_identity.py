@@ -6,8 +6,8 @@ refactor and compared after it, byte for byte once the timings are taken out.
     python benchmarks/report_identity.py compare before.json after.json
 
 What is taken out (it differs from run to run of the same code): ``timings``, every ``duration_s``, the
-submission's ``path`` (the tree or temporary folder it was graded from) and flash_attention's measured peak
-memory. ``compare --mutant-source-changed``: a change to graders/common/oracle.py (which every NumPy mutant is
+submission's ``path`` (the tree or temporary folder it was graded from) and flash_attention's measured memory
+(the figures, and the MiB numbers in its memory test's message). ``compare --mutant-source-changed``: a change to graders/common/oracle.py (which every NumPy mutant is
 built from) changes the mutant files themselves; their sha256, size and traceback line numbers are then
 left out of the comparison too. Everything else — verdicts, scores, statuses, messages, diagnostics,
 diagnosis, environment — must be identical. Grades with the local sandbox, one submission at a time: every
@@ -25,7 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VOLATILE_KEYS = {"timings", "duration_s", "path",
-                 "peak_bytes", "peak_over_bound", "peak_over_score_matrix"}  # flash's measured memory (tracemalloc)
+                 "peak_bytes", "peak_over_bound", "peak_over_score_matrix",  # flash's measured memory (tracemalloc,
+                 "held_bytes", "first_peak_bytes", "worker_peak_bytes"}        # the worker's cgroup)
+MEASURED_MIB = re.compile(r"\d+\.\d MiB")
 
 
 def _strip(value, key: str = ""):
@@ -34,6 +36,8 @@ def _strip(value, key: str = ""):
                 if k not in VOLATILE_KEYS}
     if isinstance(value, list):
         return [_strip(v, key) for v in value]
+    if key == "message" and isinstance(value, str) and value.startswith("peak extra memory"):
+        return MEASURED_MIB.sub("N MiB", value)  # flash's memory test names the figures it measured
     return value
 
 
