@@ -8,8 +8,9 @@ alike; each figure is the median of --repeat runs (>= 7) after one warm-up run e
 oracle's answer cache, harness/core/answers.py: the first grade after an install computes them). The load
 average is printed before and after: the machine may be shared, and load inflates every wall time (the ratios
 less so, since floor and grade are measured side by side). Also printed: the median CPU time (user + system) of
-each command's whole process tree (the grader's worker included) and its ratio to the floor's, which a shared
-machine's load moves far less than wall times.
+each command and the descendants it reaped, and its ratio to the floor's, which a shared machine's load moves far
+less than wall times. A local worker is killed at the end and mostly not reaped through that chain: read the
+figure as the host's CPU (plus the part of the worker's that was counted), not the whole grade's.
 
 Bytecode: each measured tree is byte-compiled first (``compileall``), as an installed package is at install time
 and as NumPy's and pytest's modules (the floor's) are; a checkout run with PYTHONDONTWRITEBYTECODE=1 otherwise
@@ -42,8 +43,8 @@ def load() -> str:
 
 
 def wall(cmd: list[str], tree: Path | None = None) -> tuple[float, int, float]:
-    """Wall time, exit code and CPU time (user + system of the process and every descendant it waited for: the
-    grader's worker included) of ``cmd``; run from ``tree`` with it first on PYTHONPATH when given."""
+    """Wall time, exit code and CPU time (user + system of the process and the descendants it reaped) of ``cmd``;
+    run from ``tree`` with it first on PYTHONPATH when given."""
     env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tree)
