@@ -101,6 +101,7 @@ def run(url: str, token: str, submissions: int, clients: int, max_seconds: float
         problems.append(f"{submissions - len(e2e)} submissions not graded within {max_seconds:g} s")
     for p in problems[:10]:
         print("PROBLEM:", p)
+    print("load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     return 1 if five or problems else 0
 
 
@@ -113,6 +114,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--max-seconds", type=float, default=1200)
     args = ap.parse_args()
+    print("load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     if args.server:
         if not args.token:
             ap.error("--token (or GRADER_TOKEN) is required with --server")

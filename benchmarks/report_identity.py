@@ -6,12 +6,18 @@ refactor and compared after it, byte for byte once the timings are taken out.
     python benchmarks/report_identity.py compare before.json after.json
 
 What is taken out (it differs from run to run of the same code): ``timings``, every ``duration_s``, the
-submission's ``path`` (the tree or temporary folder it was graded from) and flash_attention's measured peak
-memory. ``compare --mutant-source-changed``: a change to graders/common/oracle.py (which every NumPy mutant is
-built from) changes the mutant files themselves; their sha256, size and traceback line numbers are then
-left out of the comparison too. Everything else — verdicts, scores, statuses, messages, diagnostics,
-diagnosis, environment — must be identical. Grades with the local sandbox, one submission at a time: every
+submission's ``path`` (the tree or temporary folder it was graded from; a batch's slug names that folder too)
+and flash_attention's measured peak memory (the worker's and the host's, in diagnostics and in its messages).
+``compare --mutant-source-changed``: a change to graders/common/oracle.py (which every NumPy mutant is built
+from) changes the mutant files themselves; their sha256, size and traceback line numbers are then left out of
+the comparison too. Everything else — verdicts, scores, statuses, messages, diagnostics, diagnosis,
+environment — must be identical. Grades with the local sandbox, one submission at a time: every
 exercise, every track it offers (a record made before an exercise existed lists it as "only in" the other).
+
+``record --via batch|service``: grade through the batch's grading processes (``harness.batch.pool.run_batch``,
+one batch per exercise and track) or the service's (``harness.service.queue.pool.ProcessRunner``) instead of
+calling the engine in this process, e.g. ``--via service --only reference/``: what a refactor of the grading
+process must leave alone. Compare a record only with one made the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VOLATILE_KEYS = {"timings", "duration_s", "path",
-                 "peak_bytes", "peak_over_bound", "peak_over_score_matrix"}  # flash's measured memory (tracemalloc)
+                 "peak_bytes", "peak_over_bound", "peak_over_score_matrix",  # flash's measured memory (tracemalloc,
+                 "held_bytes", "first_peak_bytes", "worker_peak_bytes"}        # the worker's cgroup)
+MEASURED_MIB = re.compile(r"\d+\.\d MiB")
 
 
 def _strip(value, key: str = ""):
@@ -34,6 +42,10 @@ def _strip(value, key: str = ""):
                 if k not in VOLATILE_KEYS}
     if isinstance(value, list):
         return [_strip(v, key) for v in value]
+    if key == "message" and isinstance(value, str) and value.startswith("peak extra memory"):
+        return MEASURED_MIB.sub("N MiB", value)  # flash's memory test names the figures it measured
+    if isinstance(value, str):  # a batch's slug names the temporary folder (tmp__tmpXXXXXXXX__...)
+        return re.sub(r"tmp__tmp[a-z0-9_]{8}__", "<tmp>__", value)
     return value
 
 
@@ -52,17 +64,59 @@ def submissions(tmp: Path):
                        write_mutant(tmp, exercise, track, {bug.id}))
 
 
-def record(out: Path, only: str | None) -> int:
+def _by_engine(todo: list, tmp: Path):
     from harness.grading.engine import grade
 
+    for name, exercise, track, path in todo:
+        yield name, json.loads(grade(exercise=exercise, submission=path, track=track, sandbox="local").to_json())
+
+
+def _by_batch(todo: list, tmp: Path):
+    """One batch per (exercise, track), each submission copied into a folder of its own (a batch names its
+    reports after the file's path and content)."""
+    import shutil
+
+    from harness.batch.plan import BatchOptions
+    from harness.batch.pool import run_batch
+
+    groups: dict = {}
+    for name, exercise, track, path in todo:
+        groups.setdefault((exercise, track), []).append((name, path))
+    for (exercise, track), subs in groups.items():
+        inputs = tmp / "batch" / exercise / track
+        paths = {}
+        for i, (name, path) in enumerate(subs):
+            (inputs / str(i)).mkdir(parents=True)
+            paths[name] = shutil.copy(path, inputs / str(i) / Path(path).name)
+        result = run_batch([inputs], BatchOptions(exercise=exercise, out=tmp / "out" / exercise / track, track=track,
+                                                  sandbox="local", keep_artifacts=False))
+        by_path = {str(it.path.resolve()): it.report for it in result.items}
+        for name, path in paths.items():
+            yield name, by_path[str(Path(path).resolve())]
+
+
+def _by_service(todo: list, tmp: Path):
+    from harness.service.queue.pool import ProcessRunner
+
+    runner = ProcessRunner(tmp)
+    try:
+        for name, exercise, track, path in todo:
+            answer = runner.run({"id": name, "exercise": exercise, "track": track, "sandbox": "local", "seed": 0,
+                                 "path": str(path), "label": Path(path).name, "keep_artifacts": True,
+                                 "warm": True}, 1800.0)  # the task grade_submission sends
+            yield name, answer.get("report", answer)
+    finally:
+        runner.close()
+
+
+def record(out: Path, only: str | None, via: str = "engine") -> int:
     reports = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, exercise, track, path in submissions(Path(tmp)):
-            if only and only not in name:
-                continue
-            report = grade(exercise=exercise, submission=path, track=track, sandbox="local")
-            reports[name] = _strip(json.loads(report.to_json()))
-            print(f"{name}: {report.verdict} {report.score}/{report.max_score}", flush=True)
+        todo = [s for s in submissions(Path(tmp)) if not only or only in s[0]]
+        grader = {"engine": _by_engine, "batch": _by_batch, "service": _by_service}[via]
+        for name, data in grader(todo, Path(tmp)):
+            reports[name] = json.loads(json.dumps(_strip(data)).replace(tmp, "<tmp>"))  # labels name the folder
+            print(f"{name}: {data.get('verdict')} {data.get('score')}/{data.get('max_score')}", flush=True)
     out.write_text(json.dumps(reports, indent=1, sort_keys=True) + "\n")
     print(f"{len(reports)} reports -> {out}")
     return 0
@@ -103,6 +157,8 @@ def main() -> int:
     rec = sub.add_parser("record")
     rec.add_argument("out", type=Path)
     rec.add_argument("--only", help="grade only the submissions whose name contains this")
+    rec.add_argument("--via", choices=("engine", "batch", "service"), default="engine",
+                     help="grade in this process (engine), or through the batch's or the service's grading processes")
     cmp_ = sub.add_parser("compare")
     cmp_.add_argument("before", type=Path)
     cmp_.add_argument("after", type=Path)
@@ -110,7 +166,7 @@ def main() -> int:
                       help="oracle.py changed: ignore the mutant files' sha256, size and traceback line numbers")
     opts = parser.parse_args()
     if opts.cmd == "record":
-        return record(opts.out, opts.only)
+        return record(opts.out, opts.only, opts.via)
     return compare(opts.before, opts.after, opts.mutant_source_changed)
 
 

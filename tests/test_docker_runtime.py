@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.core.errors import UsageError
@@ -95,17 +96,24 @@ def test_doctor_says_how_to_register_runsc():
 
 
 def test_worker_writes_whole_frames_through_short_writes():
-    """gVisor's stdout pipe takes at most 64 KiB per write(2): a frame must still arrive whole."""
+    """gVisor's stdout pipe takes at most 64 KiB per write(2): a frame must still arrive whole through the
+    worker's buffered protocol writer (worker.protocol_stdout)."""
+    import io
+
     sys.path.insert(0, str(ROOT / "harness" / "worker"))
     try:
+        import wire
         import worker
     finally:
         sys.path.pop(0)
 
-    class ShortWriter:
+    class ShortPipe(io.RawIOBase):
         def __init__(self):
             self.data = bytearray()
             self.calls = 0
+
+        def writable(self):
+            return True
 
         def write(self, view):
             self.calls += 1
@@ -115,10 +123,13 @@ def test_worker_writes_whole_frames_through_short_writes():
             self.data += chunk
             return len(chunk)
 
-    out = ShortWriter()
-    payload = os.urandom(1_000_003)
-    worker.write_all(out, payload)
-    assert bytes(out.data) == payload and out.calls > 15
+    pipe = ShortPipe()
+    payload = np.frombuffer(os.urandom(1_000_000), dtype=np.uint8)
+    worker.Worker("numpy", "", "", io.BufferedWriter(pipe)).send({"kind": "result"}, {"out": payload})
+    header, specs = wire.parse_header(bytes(pipe.data[wire.HEADER.size:]
+                                            [:wire.parse_prefix(bytes(pipe.data[:wire.HEADER.size]))]))
+    assert header["kind"] == "result" and pipe.calls > 15
+    assert np.array_equal(wire.decode_array(bytes(pipe.data[-specs[0][1]:])), payload)
 
 
 def _setup_merge(tmp_path: Path, before: str | None) -> tuple[str, dict]:

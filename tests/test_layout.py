@@ -4,6 +4,7 @@
     cli -> service -> reports --------------------------------> core
     cli -> kit -> core;  kit -> gradekit/ (the candidate kit's code: the standard library and NumPy only)
     grading -> graders/ -> core;  worker/ imports nothing of the grader (it runs inside the sandbox)
+    session, sandbox -> worker/wire.py (the wire format and argument layouts both sides share)
     harness/__init__.py (the package's face: harness.grade, __version__) -> grading, core; imported by nothing
     of the house (the version lives in core.version)
 
@@ -24,7 +25,7 @@ ALLOWED = {
     "face": {"core", "grading"},
     "core": set(),
     "worker": set(),
-    "sandbox": {"core"},
+    "sandbox": {"core", "worker"},
     "session": {"core", "worker", "sandbox"},
     "grading": {"core", "worker", "sandbox", "session", "graders"},
     "reports": {"core"},

@@ -393,7 +393,8 @@ from pathlib import Path  # noqa: E402
 from harness.core.case import Case  # noqa: E402
 from harness.core.errors import CandidateException  # noqa: E402
 from harness.core.exercises import get_exercise  # noqa: E402
-from harness.sandbox.exchange import Exchange, arrange  # noqa: E402
+from harness.sandbox.exchange import Exchange  # noqa: E402
+from harness.worker.wire import arrange  # noqa: E402
 from harness.sandbox.local import LocalSandbox  # noqa: E402
 from harness.session.candidate import Candidate, StructureError  # noqa: E402
 from harness.session.static_layout import declared_parameters  # noqa: E402

@@ -45,6 +45,25 @@ def full_reference(case: Case) -> tuple[np.ndarray, tuple]:
     return out, step(c.replace(cache=None))[1]
 
 
+def kept_full_reference(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`full_reference` as (out, K, V), computed once per case and kept (harness/core/answers.py): it depends
+    only on the case (after fitting to the candidate's module), never on the candidate's outputs."""
+    from harness.core import answers
+
+    if _ORACLE_VERSION[0] is None:
+        _ORACLE_VERSION[0] = answers.code_version(oracle.__file__, __file__)
+    key = answers.digest(_ORACLE_VERSION[0], case.arrays(), ("kv-full", case.h, case.g))
+
+    def compute():
+        out, (k, v) = full_reference(case)
+        return out, k, v
+
+    return answers.remembered_parts(key, 3, compute)
+
+
+_ORACLE_VERSION: list = [None]
+
+
 def cache_shape(case: Case, *, heads=None) -> tuple:
     b, s, d = case.x.shape
     prefix = 0 if case.cache is None else case.cache[0].shape[2]
@@ -116,7 +135,7 @@ def check_chunks(candidate, case: Case, sizes, record, *, dtype="float64") -> No
     cache the K, V of every token."""
     c = fit(candidate, case).astype(dtype)
     assert sum(sizes) == c.x.shape[1]
-    full_out, (full_k, full_v) = full_reference(c)
+    full_out, full_k, full_v = kept_full_reference(c)
     tol = tolerance_for(dtype)
     cache, start = None, 0
     for i, n in enumerate(sizes):

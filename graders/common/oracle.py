@@ -57,6 +57,33 @@ def merge(ctx, bugs):                                                # (b, n, s,
     return ctx.transpose(0, 2, 1, 3).reshape(b, s, n * d_k)
 
 
+def heads(x, src, wq, wk, wv, bq, bk, bv, h, g, d_k, bugs):
+    """Queries from x (b, h, s_q, d_k); keys and values from src, (b, g, s_k, d_k) each, in the projection's dtype."""
+    q = split(project(x, wq, bq), h, d_k, bugs)                      # (b, h, s_q, d_k)
+    k = split(project(src, wk, bk), g, d_k, bugs)                    # (b, g, s_k, d_k)
+    v = split(project(src, wv, bv), g, d_k, bugs)                    # (b, g, s_k, d_k)
+    return q, k, v
+
+
+def scores_of(q, k, d, d_k, dtype, bugs):
+    scores = (q @ k.swapaxes(-1, -2)) / np.asarray(scale_of(d, d_k, bugs), dtype=dtype)  # (b, h, s_q, s_k)
+    if "precision_lowered" in bugs:                                  # the bug: the softmax in float32
+        scores = scores.astype(np.float32)
+    return scores
+
+
+def masked_softmax(scores, m, axis, bugs):
+    """Masked keys get no weight; a row (column) with nothing to attend gets all zeros."""
+    full = m.all(axis=axis, keepdims=True)                           # rows (or columns) with nothing to attend
+    p = softmax(np.where(m & ~full, -np.inf, np.where(full, 0, scores)), axis, "no_max_subtraction" not in bugs)
+    return np.where(m, 0, p)                                         # (b, h, s_q, s_k)
+
+
+def output(ctx, wo, bo, dtype, bugs):                                # (b, s_q, d) -> (b, s_q, d)
+    out = ctx if "missing_output_projection" in bugs else project(ctx, wo, bo)
+    return out.astype(np.float64 if "dtype_promoted" in bugs else dtype, copy=False)
+
+
 def forward(x, wq, wk, wv, wo, h, *, y=None, g=None, mask=None, bq=None, bk=None, bv=None, bo=None,
             bugs=frozenset()):
     """Attention output (b, s_q, d) computed in x's dtype. ``y`` (b, s_k, d) supplies keys/values (cross)."""
@@ -71,13 +98,10 @@ def forward(x, wq, wk, wv, wo, h, *, y=None, g=None, mask=None, bq=None, bk=None
     s_k = src.shape[1]
     g = h if g is None else g
     d_k = d // h
-    q = split(project(x, wq, bq), h, d_k, bugs)                      # (b, h, s_q, d_k)
-    k = split(project(src, wk, bk), g, d_k, bugs)                    # (b, g, s_k, d_k)
-    v = split(project(src, wv, bv), g, d_k, bugs)                    # (b, g, s_k, d_k)
+    q, k, v = heads(x, src, wq, wk, wv, bq, bk, bv, h, g, d_k, bugs)
     if g != h:
         k, v = expand(k, h // g, bugs), expand(v, h // g, bugs)      # (b, h, s_k, d_k)
-    scale = scale_of(d, d_k, bugs)
-    scores = (q @ k.swapaxes(-1, -2)) / np.asarray(scale, dtype=dtype)  # (b, h, s_q, s_k)
+    scores = scores_of(q, k, d, d_k, dtype, bugs)                    # (b, h, s_q, s_k)
 
     m = None if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), scores.shape)
     if "causal_excludes_diagonal" in bugs:
@@ -88,8 +112,6 @@ def forward(x, wq, wk, wv, wo, h, *, y=None, g=None, mask=None, bq=None, bk=None
         m = ~m
     axis = -2 if "softmax_wrong_axis" in bugs else -1
     stable = "no_max_subtraction" not in bugs
-    if "precision_lowered" in bugs:                                  # the bug: the softmax in float32
-        scores = scores.astype(np.float32)
     with np.errstate(all="ignore"):
         if m is None:
             p = softmax(scores, axis, stable)
@@ -100,17 +122,13 @@ def forward(x, wq, wk, wv, wo, h, *, y=None, g=None, mask=None, bq=None, bk=None
         elif "masked_rows_mean_v" in bugs:
             p = softmax(np.where(m, np.asarray(-1e9, dtype), scores), axis, stable)
         else:
-            full = m.all(axis=axis, keepdims=True)                   # rows (or columns) with nothing to attend
-            p = softmax(np.where(m & ~full, -np.inf, np.where(full, 0, scores)), axis, stable)
-            p = np.where(m, 0, p)                                    # (b, h, s_q, s_k)
+            p = masked_softmax(scores, m, axis, bugs)                # (b, h, s_q, s_k)
         p = p.astype(dtype, copy=False)
         ctx = merge(p @ v, bugs)                                     # (b, h, s_q, d_k) -> (b, s_q, d)
-    out = ctx if "missing_output_projection" in bugs else project(ctx, wo, bo)  # (b, s_q, d)
+    out = output(ctx, wo, bo, dtype, bugs)                           # (b, s_q, d)
     if "input_mutated" in bugs and mask is not None and isinstance(mask, np.ndarray) and mask.flags.writeable:
         np.logical_not(mask, out=mask)                               # the bug: flips the caller's mask
-    if "dtype_promoted" in bugs:
-        return out.astype(np.float64)
-    return out.astype(dtype, copy=False)
+    return out
 
 
 KV_BUG_FLAGS = frozenset({
@@ -129,9 +147,8 @@ def kv_step(x, wq, wk, wv, wo, h, g, cache=None, *, bq=None, bk=None, bv=None, b
         bq = bk = bv = bo = None
     b, s, d = x.shape
     d_k, rep = d // h, h // g
-    q = split(project(x, wq, bq), h, d_k, bugs)                      # (b, h, s, d_k)
-    k_new = split(project(x, wk, bk), g, d_k, bugs).astype(dtype, copy=False)  # (b, g, s, d_k)
-    v_new = split(project(x, wv, bv), g, d_k, bugs).astype(dtype, copy=False)  # (b, g, s, d_k)
+    q, k_new, v_new = heads(x, x, wq, wk, wv, bq, bk, bv, h, g, d_k, bugs)  # (b, h, s, d_k), (b, g, s, d_k) x 2
+    k_new, v_new = k_new.astype(dtype, copy=False), v_new.astype(dtype, copy=False)
     empty = np.zeros((b, g, 0, d_k), dtype)
     k_old, v_old = (empty, empty) if cache is None else cache        # (b, g, t0, d_k) (h heads: its own mutant)
     t0 = k_old.shape[2]
@@ -145,23 +162,17 @@ def kv_step(x, wq, wk, wv, wo, h, g, cache=None, *, bq=None, bk=None, bv=None, b
     if "kv_prefix_ignored" in bugs:
         kh, vh, t0 = kh[:, :, t0:], vh[:, :, t0:], 0
     t = kh.shape[2]
-    scale = scale_of(d, d_k, bugs)
-    scores = (q @ kh.swapaxes(-1, -2)) / np.asarray(scale, dtype=dtype)  # (b, h, s, t)
+    scores = scores_of(q, kh, d, d_k, dtype, bugs)                   # (b, h, s, t)
     anchor = 0 if "kv_mask_from_zero" in bugs else t0
     m = np.arange(t)[None, :] > anchor + np.arange(s)[:, None]       # (s, t) True = a future key
     if "kv_no_causal_mask" in bugs:
         m = np.zeros((s, t), dtype=bool)
     m = np.broadcast_to(m, scores.shape)                             # (b, h, s, t)
     axis = -2 if "softmax_wrong_axis" in bugs else -1
-    if "precision_lowered" in bugs:                                  # the bug: the softmax in float32
-        scores = scores.astype(np.float32)
     with np.errstate(all="ignore"):
-        full = m.all(axis=axis, keepdims=True)
-        p = softmax(np.where(m & ~full, -np.inf, np.where(full, 0, scores)), axis, "no_max_subtraction" not in bugs)
-        p = np.where(m, 0, p).astype(dtype, copy=False)              # (b, h, s, t)
+        p = masked_softmax(scores, m, axis, bugs).astype(dtype, copy=False)  # (b, h, s, t)
         ctx = merge(p @ vh, bugs)                                    # (b, h, s, d_k) -> (b, s, d)
-    out = ctx if "missing_output_projection" in bugs else project(ctx, wo, bo)  # (b, s, d)
-    out = out.astype(np.float64 if "dtype_promoted" in bugs else dtype, copy=False)
+    out = output(ctx, wo, bo, dtype, bugs)                           # (b, s, d)
     new_cache = (k_all, v_all)                                       # (b, g, t, d_k) each
     if "kv_cache_repeated_heads" in bugs:
         new_cache = (kh, vh)                                         # (b, h, t, d_k): h/g times too large
@@ -172,5 +183,5 @@ def kv_step(x, wq, wk, wv, wo, h, g, cache=None, *, bq=None, bk=None, bv=None, b
     elif "kv_cache_swapped" in bugs:
         new_cache = (v_all, k_all)
     if "input_mutated" in bugs and cache is not None and k_old.flags.writeable:
-        np.multiply(k_old, np.asarray(1 / scale, dtype=k_old.dtype), out=k_old)  # the bug: pre-scales the caller's K
+        np.multiply(k_old, np.asarray(1 / scale_of(d, d_k, bugs), dtype=k_old.dtype), out=k_old)  # the bug: pre-scales the caller's K
     return out, tuple(np.array(c, dtype=dtype) for c in new_cache)

@@ -66,10 +66,6 @@ def _oracle_for(obs):
     return (_kv_mutant_output if obs.info.get("kv") else _mutant_output), obs.case.x.dtype
 
 
-def _dtype(case):
-    return case.dtype if isinstance(case, flash.FlashCase) else case.x.dtype
-
-
 def _matches(out, expected, dtype, loose=False, tol=None) -> tuple[bool, float]:
     if expected is None or out.shape != expected.shape:
         return False, float("inf")
@@ -85,16 +81,17 @@ def _matches(out, expected, dtype, loose=False, tol=None) -> tuple[bool, float]:
     return bool(ok), dev
 
 
-def _expected(obs, bugs):
-    return _oracle_for(obs)[0](obs, bugs)
+def _matches_mutant(obs, bugs: frozenset, loose=False, tol=None) -> tuple[bool, float]:
+    """Whether ``obs``'s output is what the mutant with ``bugs`` computes (and by how much it deviates)."""
+    mutant_output, dtype = _oracle_for(obs)
+    return _matches(obs.out, mutant_output(obs, bugs), dtype, loose, tol)
 
 
 def _explains(bugs: frozenset, observations, failed_tests: set, loose=False) -> dict | None:
     """``loose``: a precision_lowered submission's outputs are matched at float32's tolerance."""
     worst, tests, wrong = 0.0, set(), 0
     for obs in observations:
-        mutant_output, dtype = _oracle_for(obs)
-        ok, dev = _matches(obs.out, mutant_output(obs, bugs), dtype, loose)
+        ok, dev = _matches_mutant(obs, bugs, loose)
         if not ok:
             return None
         worst = max(worst, dev)
@@ -131,9 +128,8 @@ def _explained_precision(bug_ids: frozenset, observations, forwards) -> frozense
     tests = {o.test_id for o in observations if o.kind == "precision"}
     explained = set()
     for test in tests:
-        outs = [o for o in forwards if o.test_id == test and np.dtype(_dtype(o.case)) == np.float64]
-        if outs and all(_matches(o.out, _expected(o, bug_ids), _dtype(o.case), tol=TOLERANCE["float64"])[0]
-                        for o in outs):
+        outs = [o for o in forwards if o.test_id == test and np.dtype(_oracle_for(o)[1]) == np.float64]
+        if outs and all(_matches_mutant(o, bug_ids, tol=TOLERANCE["float64"])[0] for o in outs):
             explained.add(test)
     return frozenset(explained)
 
@@ -145,7 +141,7 @@ def diagnose(exercise: str, track: str, observations, results) -> list[Diagnosis
     lowered = _lowered(observations)
     failing = [o for o in forwards if not o.passed]
     if lowered:  # outputs wrong only by the lower precision are that mistake's, not another one's
-        failing = [o for o in failing if not _matches(o.out, _expected(o, frozenset()), _dtype(o.case), True)[0]]
+        failing = [o for o in failing if not _matches_mutant(o, frozenset(), loose=True)[0]]
     failed_tests = {r.id for r in results if r.status != "passed"}
     numeric = [b for b in bugs if b.detector == "numeric"]
     if failing:

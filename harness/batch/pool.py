@@ -5,21 +5,19 @@ writes reports."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import queue
-import selectors
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
+from harness.batch.child import PARENT_ENV
 from harness.batch.files import existing_report, finish_item, outcome_of
 from harness.batch.plan import BatchOptions, Item, plan
 from harness.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, InfrastructureError, UsageError
 from harness.core.leftovers import sweep_scratch
+from harness.grading.process import GradingProcess, Runner
 
 RECYCLE_AFTER = 40               # submissions per grading process before it is replaced
 
@@ -52,79 +50,20 @@ class BatchResult:
         return EXIT_PASSED if all(it.outcome == "passed" for it in self.items) else EXIT_FAILED
 
 
-class _Grader:
-    """One long-lived grading process and its pipes (driven by one thread)."""
-
-    def __init__(self, log_path: Path | None, zygotes=None):
-        # ATTN_GRADER_WARM_UP=0: warm Docker containers only import torch (a batch grades for throughput; the
-        # warm-up forward would be extra CPU in every single-use container)
-        env = dict(os.environ, PYTHONUNBUFFERED="1", ATTN_GRADER_BATCH_PARENT=str(os.getpid()),
-                   ATTN_GRADER_WARM_UP=os.environ.get("ATTN_GRADER_WARM_UP", "0"))
-        fds: list[int] = []
-        if zygotes is not None:  # a control connection of its own to each of the batch's shared zygotes
-            extra, fds = zygotes.child_env()
-            env.update(extra)
-        err = open(log_path, "ab") if log_path else subprocess.DEVNULL
-        try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "harness.batch.child"],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env,
-                                         cwd=os.getcwd(), pass_fds=fds)
-        finally:
-            if log_path:
-                err.close()
-            for fd in fds:
-                os.close(fd)
-        self.graded = 0
-        self._buf = b""
-
-    def ask(self, task: dict, timeout: float) -> dict | None:
-        """Send one task; the answer, or None when the process died or the watchdog fired."""
-        try:
-            self.proc.stdin.write((json.dumps(task) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            return None
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buf:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                if not sel.select(timeout=min(left, 1.0)):
-                    continue
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    return None
-                self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        self.graded += 1
-        try:
-            return json.loads(line)
-        except ValueError:
-            return None
-
-    def stop(self, grace: float = 10.0) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                self.proc.terminate()  # SIGTERM: the engine unwinds and kills its sandbox worker
-                try:
-                    self.proc.wait(timeout=grace)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-        for s in (self.proc.stdin, self.proc.stdout):
-            try:
-                s.close()
-            except OSError:
-                pass
+def _start_grader(log_path: Path, zygotes=None) -> GradingProcess:
+    """One long-lived grading process of the batch (harness/batch/child.py); its stderr goes to ``log_path``."""
+    # ATTN_GRADER_WARM_UP=0: warm Docker containers only import torch (a batch grades for throughput; the
+    # warm-up forward would be extra CPU in every single-use container)
+    env = {"ATTN_GRADER_WARM_UP": os.environ.get("ATTN_GRADER_WARM_UP", "0")}
+    fds: list[int] = []
+    if zygotes is not None:  # a control connection of its own to each of the batch's shared zygotes
+        extra, fds = zygotes.child_env()
+        env.update(extra)
+    try:
+        return GradingProcess("harness.batch.child", parent_var=PARENT_ENV, env=env, log=log_path, pass_fds=fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def run_batch(paths, opts: BatchOptions, *, on_event=None) -> BatchResult:
@@ -189,7 +128,6 @@ def _grade_all(todo: list[Item], opts: BatchOptions, out: Path, emit, notices: l
         tasks.put(it)
     events: queue.Queue = queue.Queue()
     stop = threading.Event()
-    graders: list[_Grader | None] = [None] * jobs
     logs = out / ".logs"
     logs.mkdir(exist_ok=True)
     zygotes = None
@@ -206,6 +144,9 @@ def _grade_all(todo: list[Item], opts: BatchOptions, out: Path, emit, notices: l
         except Exception:  # each grading process then starts its own
             zygotes = None
 
+    runners = [Runner(lambda n=n: _start_grader(logs / f"grader-{n}.log", zygotes), recycle_after=RECYCLE_AFTER)
+               for n in range(jobs)]
+
     def slot(n: int) -> None:
         try:
             while not stop.is_set():
@@ -213,29 +154,15 @@ def _grade_all(todo: list[Item], opts: BatchOptions, out: Path, emit, notices: l
                     it = tasks.get_nowait()
                 except queue.Empty:
                     return
-                g = graders[n]
-                if g is None or g.proc.poll() is not None or g.graded >= RECYCLE_AFTER:
-                    if g is not None:
-                        g.stop()
-                    g = graders[n] = _Grader(logs / f"grader-{n}.log", zygotes)
                 events.put(("start", it))
                 task = {"exercise": opts.exercise, "path": str(it.path.resolve()), "label": it.label,
                         "sha256": it.sha256, "track": opts.track, "sandbox": opts.sandbox, "seed": opts.seed,
                         "limits": opts.limits, "keep_artifacts": opts.keep_artifacts, "warm": opts.warm,
                         "npz_path": str(it.npz_path.resolve())}
                 t = time.monotonic()
-                answer = g.ask(task, opts.submission_timeout_s)
+                answer = runners[n].run(task, opts.submission_timeout_s)
                 if stop.is_set():
                     return
-                if answer is None:
-                    died = g.proc.poll() is not None
-                    g.stop(grace=5.0)
-                    graders[n] = None
-                    answer = {"kind": "infrastructure",
-                              "message": ("the grading process died" + (f" (exit code {g.proc.returncode})"
-                                                                        if g.proc.returncode is not None else "")
-                                          if died else f"grading did not finish within "
-                                                       f"{opts.submission_timeout_s:g} s")}
                 for text in answer.get("notices", []):
                     events.put(("notice", text))
                 finish_item(it, opts, answer, time.monotonic() - t)
@@ -268,9 +195,8 @@ def _grade_all(todo: list[Item], opts: BatchOptions, out: Path, emit, notices: l
         interrupted = True
     finally:
         stop.set()
-        for g in graders:
-            if g is not None:
-                g.stop(grace=10.0)
+        for runner in runners:
+            runner.close(grace=10.0)
         for th in threads:
             th.join(timeout=15)
         if zygotes is not None:

@@ -57,7 +57,10 @@ def batch_cmd(paths, exercise, track, sandbox, jobs, out, junit_path, gradescope
             result = run_batch(paths, opts, on_event=progress.event)
     except GraderError as exc:
         fail(exc)
-    named = [(it.label, it.report) for it in result.items if it.report is not None]
+    from harness.core.report import Report
+
+    typed = [(it, Report.from_dict(it.report)) for it in result.items if it.report is not None]  # the renderers'
+    named = [(it.label, report) for it, report in typed]
     if junit_path:
         from harness.reports.junit import write_junit
 
@@ -65,9 +68,8 @@ def batch_cmd(paths, exercise, track, sandbox, jobs, out, junit_path, gradescope
     if gradescope:
         from harness.reports.gradescope import write_results
 
-        for it in result.items:
-            if it.report is not None:
-                write_results(Path(out) / "gradescope" / it.slug / "results.json", it.report)
+        for it, report in typed:
+            write_results(Path(out) / "gradescope" / it.slug / "results.json", report)
     _summary(result, out, junit_path, gradescope)
     sys.exit(EXIT_INTERRUPTED if result.interrupted else result.exit_code)
 

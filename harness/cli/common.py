@@ -55,7 +55,7 @@ RUNTIME_HELP = ("Docker runtime: runc (Docker's default) or runsc (gVisor, a use
 def runtime_option(func):
     """``--runtime runc|runsc`` (env GRADER_DOCKER_RUNTIME): the OCI runtime of docker sandbox containers. Set in
     the environment so every grading process this command starts (batch, service pools) uses it too."""
-    from harness.sandbox.docker import RUNTIME_ENV, RUNTIMES
+    from harness.sandbox.base import RUNTIME_ENV, RUNTIMES
 
     def remember(ctx, param, value):
         if value:
@@ -73,7 +73,7 @@ def runtime_note() -> str:
     """", docker runtime runsc (gVisor)" when a runtime was chosen (--runtime / GRADER_DOCKER_RUNTIME), else ""."""
     import os
 
-    from harness.sandbox.docker import RUNTIME_ENV
+    from harness.sandbox.base import RUNTIME_ENV
 
     value = os.environ.get(RUNTIME_ENV)
     return f", docker runtime {value}{' (gVisor)' if value == 'runsc' else ''}" if value else ""

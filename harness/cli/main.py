@@ -12,7 +12,6 @@ import sys
 
 import click
 
-from harness.cli import batch, kit, report, review, rounds, run, sandbox, service
 from harness.cli.common import fail
 from harness.core.errors import GraderError, InfrastructureError
 from harness.core.process import single_threaded_blas
@@ -20,9 +19,44 @@ from harness.core.process import single_threaded_blas
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader closed the pipe
 
 
+# Each command's module is imported only when that command runs (or help lists it): `grade mha FILE` must not
+# pay for the service's imports (FastAPI, SQLAlchemy, HTTP clients) before it grades. name -> "module:attribute".
+COMMANDS = {"list": "run:list_cmd", "start": "run:start", "run": "run:run", "sandbox": "sandbox:sandbox",
+            "batch": "batch:batch_cmd", "report": "report:report_cmd", "compare": "report:compare_cmd",
+            "serve": "service:serve_cmd", "tokens": "service:tokens_cmd", "submit": "kit:submit_cmd",
+            "login": "kit:login_cmd", "check": "kit:check_cmd", "kit": "kit:kit_cmd", "worker": "service:worker_cmd",
+            "reconcile": "service:reconcile_cmd", "rounds": "rounds:rounds_cmd", "review": "review:review_cmd"}
+
+
 class DefaultGroup(click.Group):
     """`grade EXERCISE FILE` is short for `grade run EXERCISE FILE`. An exception that escapes a command is a
-    fault of the grader: one line and exit 3, never exit 1 (which would read as a failed submission)."""
+    fault of the grader: one line and exit 3, never exit 1 (which would read as a failed submission).
+
+    Commands load lazily (:data:`COMMANDS`); :attr:`commands` (click's public mapping) loads them all."""
+
+    @property
+    def commands(self) -> dict:
+        for name in COMMANDS:
+            self._load(name)
+        return self._loaded
+
+    @commands.setter
+    def commands(self, value: dict) -> None:
+        self._loaded = dict(value)
+
+    def _load(self, name: str):
+        if name not in self._loaded and name in COMMANDS:
+            import importlib
+
+            module, attr = COMMANDS[name].split(":")
+            self._loaded[name] = getattr(importlib.import_module(f"harness.cli.{module}"), attr)
+        return self._loaded.get(name)
+
+    def get_command(self, ctx, cmd_name):
+        return self._load(cmd_name)
+
+    def list_commands(self, ctx):
+        return sorted(set(self._loaded) | set(COMMANDS))
 
     def invoke(self, ctx):
         try:
@@ -45,7 +79,7 @@ class DefaultGroup(click.Group):
         super().format_help_text(ctx, formatter)
 
     def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
+        if args and args[0] not in COMMANDS and args[0] not in self._loaded and not args[0].startswith("-"):
             args = ["run", *args]
         return super().parse_args(ctx, args)
 
@@ -66,9 +100,3 @@ def main():
     """
     single_threaded_blas()  # before anything imports NumPy: the host's BLAS threads would only take the worker's core
 
-
-for command in (run.list_cmd, run.start, run.run, sandbox.sandbox, batch.batch_cmd, report.report_cmd,
-                report.compare_cmd, service.serve_cmd, service.tokens_cmd, kit.submit_cmd, kit.login_cmd,
-                kit.check_cmd, kit.kit_cmd, service.worker_cmd, service.reconcile_cmd, rounds.rounds_cmd,
-                review.review_cmd):
-    main.add_command(command)

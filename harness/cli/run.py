@@ -89,7 +89,6 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
 
     from harness.grading.engine import grade
     from harness.cli.progress import RunProgress
-    from harness.reports.terminal import render_summary
 
     progress = None if quiet else RunProgress(sys.stderr, label=f"grading {file}")
     try:
@@ -105,6 +104,8 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
             report.write(json_path)
         except GraderError as exc:
             fail(exc)
+    from harness.reports.terminal import render_summary  # after grading: the worker starts before this import
+
     lines = render_summary(report, more=" (see the JSON report)" if json_path else " (--json PATH writes them all)")
     for line in lines[:1] if quiet else lines:
         click.echo(style(line))

@@ -173,9 +173,10 @@ def read_report(path: str | os.PathLike) -> dict:
     return data
 
 
-def batch_error(report: dict) -> dict | None:
+def batch_error(report: "Report | dict") -> dict | None:
     """The error a batch recorded for a submission it could not grade ({kind: usage|infrastructure, message})."""
-    return report.get("environment", {}).get("batch", {}).get("error")
+    env = report.environment if isinstance(report, Report) else report.get("environment", {})
+    return env.get("batch", {}).get("error")
 
 
 def is_infrastructure(report: dict) -> bool:

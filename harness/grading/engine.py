@@ -12,6 +12,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Callable
 
+from harness.core import answers
 from harness.core.version import __version__
 from harness.core.errors import GraderError, InfrastructureError, UsageError
 from harness.core.exercises import Exercise, check_track, get_exercise
@@ -92,7 +93,8 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
     session.start()  # the worker's imports (torch!) overlap everything below
     try:
         t_started = time.monotonic()
-        results, observations, plugin = _run_suite(ex, track, session, seed, progress)
+        with answers.use_disk(_host_hidden(box)):
+            results, observations, plugin = _run_suite(ex, track, session, seed, progress)
         t_suite = time.monotonic()
         diagnosis = []
         failing = [r for r in results if r.status != "passed"]
@@ -132,6 +134,13 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
                     timings={"total_s": round(t_end - t0, 3), "suite_s": round(t_suite - t_started, 3),
                              "diagnosis_s": round(t_end - t_suite, 3)}, artifacts=artifacts)
     return report
+
+
+def _host_hidden(box: Sandbox) -> bool:
+    """Whether the worker cannot see the host's files (Docker; the local sandbox with its mount namespace): only
+    then are the oracle's answers kept on disk between grades (harness/core/answers.py)."""
+    info = box.describe()
+    return info.get("sandbox") == "docker" or info.get("read_only_fs") is True
 
 
 REPORT_TEXT_BUDGET = 160_000  # bytes of JSON for all tests together; the whole report stays well under 256 KB

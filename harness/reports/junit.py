@@ -12,7 +12,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness.core.report import batch_error, write_atomic
+from harness.core.report import Report, batch_error, write_atomic
 
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -21,53 +21,52 @@ def _x(text) -> str:
     return _XML_BAD.sub("", str(text))
 
 
-def diagnosis_text(report: dict) -> str:
+def diagnosis_text(report: Report) -> str:
     lines = []
-    for d in report.get("diagnosis", []):
-        lines.append(f"diagnosis: {d['bug']}: {d['summary']}")
-        if d.get("hint"):
-            lines.append(f"  hint: {d['hint']}")
+    for d in report.diagnosis:
+        lines.append(f"diagnosis: {d.bug}: {d.summary}")
+        if d.hint:
+            lines.append(f"  hint: {d.hint}")
     return "\n".join(lines)
 
 
-def testsuite(report: dict, name: str) -> ET.Element:
-    tests = report.get("tests", [])
+def testsuite(report: Report, name: str) -> ET.Element:
+    tests = report.tests
     diag = diagnosis_text(report)
     suite = ET.Element("testsuite", name=_x(name))
     props = ET.SubElement(suite, "properties")
-    sub = report.get("submission", {})
-    for key, value in (("exercise", report.get("exercise")), ("track", report.get("track")),
-                       ("verdict", report.get("verdict")), ("score", report.get("score")),
-                       ("max_score", report.get("max_score")), ("sha256", sub.get("sha256")),
-                       ("diagnosis", ",".join(d["bug"] for d in report.get("diagnosis", [])))):
+    for key, value in (("exercise", report.exercise), ("track", report.track), ("verdict", report.verdict),
+                       ("score", report.score), ("max_score", report.max_score),
+                       ("sha256", report.submission.get("sha256")),
+                       ("diagnosis", ",".join(d.bug for d in report.diagnosis))):
         ET.SubElement(props, "property", name=key, value=_x("" if value is None else value))
     failures = errors = skipped = 0
     total_time = 0.0
     for t in tests:
-        case = ET.SubElement(suite, "testcase", name=_x(t["id"]),
-                             classname=_x(f"{report.get('exercise')}.{report.get('track')}.{t['category']}"),
-                             time=f"{float(t.get('duration_s', 0.0)):.4f}")
-        total_time += float(t.get("duration_s", 0.0))
-        status = t["status"]
+        case = ET.SubElement(suite, "testcase", name=_x(t.id),
+                             classname=_x(f"{report.exercise}.{report.track}.{t.category}"),
+                             time=f"{float(t.duration_s):.4f}")
+        total_time += float(t.duration_s)
+        status = t.status
         if status == "passed":
             continue
-        text = "\n".join(s for s in (t.get("message", ""), diag) if s)
+        text = "\n".join(s for s in (t.message, diag) if s)
         if status == "skipped":
             skipped += 1
-            ET.SubElement(case, "skipped", message=_x(t.get("message", "")[:500]))
+            ET.SubElement(case, "skipped", message=_x(t.message[:500]))
         elif status == "failed":
             failures += 1
-            el = ET.SubElement(case, "failure", message=_x(t.get("message", "")[:500]), type="failed")
+            el = ET.SubElement(case, "failure", message=_x(t.message[:500]), type="failed")
             el.text = _x(text)
         else:
             errors += 1
-            el = ET.SubElement(case, "error", message=_x(t.get("message", "")[:500]), type=status)
+            el = ET.SubElement(case, "error", message=_x(t.message[:500]), type=status)
             el.text = _x(text)
     n = len(tests)
     if not tests:  # the engine could not grade it: one error case says why
         err = batch_error(report) or {}
-        case = ET.SubElement(suite, "testcase", name="grading", classname=_x(f"{report.get('exercise')}.grading"),
-                             time=f"{float(report.get('timings', {}).get('total_s', 0.0)):.4f}")
+        case = ET.SubElement(suite, "testcase", name="grading", classname=_x(f"{report.exercise}.grading"),
+                             time=f"{float(report.timings.get('total_s', 0.0)):.4f}")
         el = ET.SubElement(case, "error", message=_x(err.get("message", "not graded")[:500]),
                            type=_x(err.get("kind", "error")))
         el.text = _x(err.get("message", "not graded"))
@@ -76,11 +75,11 @@ def testsuite(report: dict, name: str) -> ET.Element:
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
     suite.set("skipped", str(skipped))
-    suite.set("time", f"{float(report.get('timings', {}).get('total_s', total_time)):.3f}")
+    suite.set("time", f"{float(report.timings.get('total_s', total_time)):.3f}")
     return suite
 
 
-def to_xml(named_reports: list[tuple[str, dict]], name: str = "grade batch") -> str:
+def to_xml(named_reports: list[tuple[str, Report]], name: str = "grade batch") -> str:
     root = ET.Element("testsuites", name=_x(name))
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     total_time = 0.0
@@ -97,5 +96,5 @@ def to_xml(named_reports: list[tuple[str, dict]], name: str = "grade batch") -> 
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(path: str | os.PathLike, named_reports: list[tuple[str, dict]]) -> None:
+def write_junit(path: str | os.PathLike, named_reports: list[tuple[str, Report]]) -> None:
     write_atomic(Path(path), to_xml(named_reports))

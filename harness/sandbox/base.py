@@ -8,6 +8,12 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import NamedTuple
 
+# The Docker sandbox's OCI runtimes (harness/sandbox/docker.py); here so that the CLI's --runtime option does not
+# import the Docker backend for a local grade.
+RUNTIME_ENV = "GRADER_DOCKER_RUNTIME"
+RUNTIMES = ("runc", "runsc")  # Docker's default (namespaces on the host kernel) | gVisor (a user-space kernel)
+DEFAULT_RUNTIME = "runc"
+
 WORKER_DIR = Path(__file__).resolve().parent.parent / "worker"  # holds worker.py and wire.py
 WORKER_FILES = ("worker.py", "wire.py")
 # glibc's malloc in every worker: allocations of 128 KiB and more always mmapped (the threshold stays fixed instead of

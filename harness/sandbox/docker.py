@@ -26,7 +26,8 @@ from pathlib import Path
 
 from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
-from harness.sandbox.base import MALLOC_ENV, WORKER_DIR, WORKER_FILES, DoctorCheck, Limits, Sandbox, WorkerHandle
+from harness.sandbox.base import (DEFAULT_RUNTIME, MALLOC_ENV, RUNTIME_ENV, RUNTIMES, WORKER_DIR, WORKER_FILES,
+                                  DoctorCheck, Limits, Sandbox, WorkerHandle)
 
 EXCHANGE_PATH = "/exchange"  # the input exchange file inside the container
 LABEL = "grader.container"
@@ -39,9 +40,6 @@ PROBE_TIMEOUT_S = 0.8       # engine ping / image inspect during available()
 API_TIMEOUT_S = 15          # other engine calls (kill, inspect, remove)
 AVAILABLE_TTL_S = 30.0      # how long available() trusts its last answer
 MAX_RUN_S_DEFAULT = 1800    # longest a grading run may keep one container; older ones are swept
-RUNTIME_ENV = "GRADER_DOCKER_RUNTIME"
-RUNTIMES = ("runc", "runsc")  # Docker's default (namespaces on the host kernel) | gVisor (a user-space kernel)
-DEFAULT_RUNTIME = "runc"
 RUNSC_PATH = "/usr/bin/runsc"
 RUNSC_PIDS_PER_TASK = 8     # runsc: host pids per guest task allowed in the container's cgroup (measured ~5)
 RUNSC_PIDS_BASE = 256       # runsc: host pids for gVisor's own sentry and gofer threads (measured ~60)

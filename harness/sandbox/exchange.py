@@ -110,6 +110,8 @@ class Exchange:
         array from the pipe. Returns what :meth:`read_back` needs."""
         import numpy as np  # here, not at import: the worker starts before the host pays for NumPy
 
+        from harness.worker.wire import arrange  # the layouts the worker builds from pipe arrays too
+
         placed, offset, chunks = [], PAGE, []
         specs = list(header.get("args", [])) + list(header.get("kwargs", {}).values())
         for spec in specs:
@@ -153,24 +155,3 @@ class Exchange:
                               offset=shared["skip"], strides=tuple(shared["strides"]))
             out[name] = np.array(view, order="C")
         return out
-
-
-def arrange(value: np.ndarray, layout: str, track: str, tensor: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """(holder, view): a C-contiguous array whose bytes go into the file and the view of it the candidate gets,
-    exactly the layouts the worker builds from pipe arrays (worker.Worker._value): NumPy ``F`` is Fortran order,
-    torch ``F``/``transposed`` swaps the first two axes' strides, ``strided`` every other element of a doubled
-    last axis; anything else is C order."""
-    import numpy as np  # here, not at import: the worker starts before the host pays for NumPy
-
-    torch_like = track == "torch" and tensor
-    if layout == "strided":
-        holder = np.ascontiguousarray(np.repeat(value, 2, axis=-1)) if value.ndim else np.ascontiguousarray(value)
-        return holder, (holder[..., ::2] if value.ndim else holder)
-    if torch_like and layout in ("F", "transposed") and value.ndim >= 2:
-        holder = np.ascontiguousarray(np.swapaxes(value, 0, 1))
-        return holder, np.swapaxes(holder, 0, 1)
-    if not torch_like and layout == "F":
-        holder = np.ascontiguousarray(value.T)
-        return holder, holder.T
-    holder = np.ascontiguousarray(value)
-    return holder, holder

@@ -25,6 +25,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from harness.core.answers import answers_dir
 from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
 from harness.sandbox import cgroup
@@ -127,7 +128,7 @@ def _grader_dirs() -> frozenset[str]:
 def hidden_paths() -> tuple[str, ...]:
     """What the worker must not see (when a mount namespace is available): every top-level folder but the
     system ones, the grader's own packages and a source checkout holding them wherever they are, and a few
-    credential files. A hidden folder that holds something in :func:`_needed` is covered all the same, and the
+    credential files, and the folder of the oracle's kept answers. A hidden folder that holds something in :func:`_needed` is covered all the same, and the
     needed folders are mounted back inside it (:func:`keeps`); /tmp is replaced, not hidden.
 
     Computed anew for every worker (and zygote) start — a listing of ``/``, microseconds: a folder made after
@@ -144,6 +145,9 @@ def hidden_paths() -> tuple[str, ...]:
             found.add(path)
     found |= _grader_dirs()
     found.update(p for p in SENSITIVE if os.path.exists(p))
+    kept = os.path.realpath(answers_dir())  # the oracle's kept answers (harness/core/answers.py), wherever they are
+    if os.path.isdir(kept):
+        found.add(kept)
     tmp = os.path.realpath("/tmp")
     found = {d for d in found if d != "/" and not _inside(tmp, d)}
     return tuple(sorted(d for d in found if not any(o != d and _inside(d, o) for o in found)))

@@ -17,6 +17,7 @@ from pathlib import Path
 from harness.core.version import __version__ as HARNESS_VERSION  # noqa: F401
 from harness.core.errors import GraderError, InfrastructureError, UsageError  # noqa: F401
 from harness.core.exercises import TRACKS  # every track the grader knows; each exercise offers some of them
+from harness.grading.process import GradingProcess, Runner, serve  # noqa: F401  (light: the engine loads later)
 
 AUDIENCES = ("interviewer", "candidate")
 
@@ -152,35 +153,19 @@ def vet_source(data: bytes) -> str:
 
 
 # -- grading (called in a grading process, never in the API process) -----------------------------------
-def grade_source(*, exercise: str, source_path: str, track: str, sandbox: str, seed: int,
-                 label: str | None = None) -> dict:
-    """Grade one file; the answer is JSON-able: {"kind": "report", "report": dict, "npz_b64": str|None} or
-    {"kind": "usage"|"infrastructure", "message": str}."""
-    from harness.core import sidecar
-    from harness.grading.engine import grade
+SERVICE_PARENT_ENV = "GRADER_SERVICE_PARENT"   # a grading process's server, which it dies with
+SERVICE_WORKER = "harness.service.queue.worker"
 
-    notices: list[str] = []
-    try:
-        report = grade(exercise=exercise, submission=source_path, track=track, sandbox=sandbox, seed=seed,
-                       notice=notices.append, keep_artifacts=True, warm=True)  # a warm pool per grading process
-    except UsageError as exc:
-        return {"kind": "usage", "message": exc.message}
-    except GraderError as exc:
-        hint = getattr(exc, "hint", "")
-        return {"kind": "infrastructure", "message": exc.message + (f" (fix: {hint})" if hint else "")}
-    except Exception as exc:  # a grader bug: ours, never the candidate's
-        return {"kind": "infrastructure", "message": f"internal error: {type(exc).__name__}: {exc}"}
-    data = json.loads(report.to_json())
-    if label:
-        data["submission"]["path"] = label
-    npz_b64 = None
-    items = report.artifacts
-    if items:
-        with tempfile.TemporaryDirectory(prefix="grader-art-") as tmp:
-            npz = Path(tmp) / "report.npz"
-            data["artifacts"] = sidecar.save(items, npz)
-            npz_b64 = base64.b64encode(npz.read_bytes()).decode()
-    return {"kind": "report", "report": data, "npz_b64": npz_b64, "notices": notices}
+
+def grading_process(cwd: Path) -> GradingProcess:
+    """A grading process of the service (its task: harness.grading.process.grade_task's, with ``label``,
+    ``keep_artifacts`` and ``warm``; the plot arrays travel in the answer as ``npz_b64``)."""
+    return GradingProcess(SERVICE_WORKER, parent_var=SERVICE_PARENT_ENV, cwd=cwd)
+
+
+def serve_grading() -> int:
+    """The loop of a grading process of the service (queue/worker.py)."""
+    return serve(SERVICE_PARENT_ENV)
 
 
 def sweep_leftovers(work_dir: Path) -> list[str]:
@@ -189,10 +174,6 @@ def sweep_leftovers(work_dir: Path) -> list[str]:
     from harness.core.leftovers import sweep_scratch, sweep_work
 
     return sweep_work(work_dir) + sweep_scratch()
-
-
-def warm_up() -> None:
-    import harness.grading.engine  # noqa: F401
 
 
 # -- reports and renderers -------------------------------------------------------------------------------
@@ -252,15 +233,17 @@ def compare_script_hashes() -> list[str]:
 
 
 def junit_xml(named_reports: list[tuple[str, dict]]) -> str:
+    from harness.core.report import Report
     from harness.reports.junit import to_xml
 
-    return to_xml(named_reports, name="grade serve export")
+    return to_xml([(name, Report.from_dict(r)) for name, r in named_reports], name="grade serve export")
 
 
 def gradescope_results(report: dict) -> dict:
+    from harness.core.report import Report
     from harness.reports.gradescope import results_json
 
-    return results_json(report)
+    return results_json(Report.from_dict(report))
 
 
 def failure_groups(tests: list[dict]) -> list[list[dict]]:

@@ -102,6 +102,26 @@ def parse_header(text: bytes) -> tuple[dict, list[tuple[str, int]]]:
     return head, out
 
 
+def arrange(value: np.ndarray, layout: str, track: str, tensor: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """An argument's layout, one for both sides: (holder, view), a C-contiguous array and the view of it the
+    candidate gets. The host writes the holder's bytes into the input exchange (harness/sandbox/exchange.py);
+    the worker builds the view from a pipe array (worker.Worker._value). NumPy ``F`` is Fortran order, torch
+    ``F``/``transposed`` swaps the first two axes' strides, ``strided`` every other element of a doubled last
+    axis; anything else is C order (the holder is then ``value`` itself when that is C-contiguous)."""
+    torch_like = track == "torch" and tensor
+    if layout == "strided":
+        holder = np.ascontiguousarray(np.repeat(value, 2, axis=-1)) if value.ndim else np.ascontiguousarray(value)
+        return holder, (holder[..., ::2] if value.ndim else holder)
+    if torch_like and layout in ("F", "transposed") and value.ndim >= 2:
+        holder = np.ascontiguousarray(np.swapaxes(value, 0, 1))
+        return holder, np.swapaxes(holder, 0, 1)
+    if not torch_like and layout == "F":
+        holder = np.ascontiguousarray(value.T)
+        return holder, holder.T
+    holder = np.asarray(value, order="C")  # a 0-d array stays 0-d (ascontiguousarray would make it 1-d)
+    return holder, holder
+
+
 def decode_array(blob: bytes) -> np.ndarray:
     """Parse one ``.npy`` blob strictly: no pickles, allow-listed dtypes, exact size, capped shape."""
     f = io.BytesIO(blob)

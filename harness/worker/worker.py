@@ -221,7 +221,7 @@ class Worker:
     # -- plumbing ---------------------------------------------------------------------------------
     def send(self, header: dict, arrays: dict | None = None) -> None:
         header = dict(header, tripwires=list(TRIPWIRES))
-        write_all(self.out, wire.encode_frame(header, arrays))
+        self.out.write(wire.encode_frame(header, arrays))  # whole: a buffered writer (protocol_stdout)
         self.out.flush()
 
     def read_frame(self) -> tuple[dict | None, dict | None]:
@@ -310,30 +310,17 @@ class Worker:
             return None
         if "tuple" in spec:  # e.g. a KV cache (K, V): a tuple of arrays (tensors on the torch track)
             return tuple(self._value(s, arrays) for s in spec["tuple"][:wire.MAX_LEAVES])
+        tensor = self.track == "torch" and spec.get("tensor", True)
         if "shared" in spec:  # already in its layout, in the host's memory
             arr = self._shared(spec["shared"])
-            if self.track == "torch" and spec.get("tensor", True):
-                t = self.torch.from_numpy(arr)
-                return t.requires_grad_(True) if spec.get("requires_grad") else t
-            return arr
-        arr = arrays[spec["array"]]
-        layout = spec.get("layout", "C")
-        if layout == "F":
-            arr = np.asfortranarray(arr)
-        elif layout == "strided":
-            big = np.repeat(arr, 2, axis=-1)
-            arr = big[..., ::2]
-        if self.track == "torch" and spec.get("tensor", True):
-            torch = self.torch
-            if layout in ("F", "transposed") and arr.ndim >= 2:
-                t = torch.from_numpy(np.ascontiguousarray(np.swapaxes(arr, 0, 1))).transpose(0, 1)
-            elif layout == "strided":
-                t = torch.from_numpy(np.repeat(np.ascontiguousarray(arr), 2, axis=-1))[..., ::2]
-            else:
-                t = torch.from_numpy(np.array(arr, copy=True))
-            if spec.get("requires_grad"):
-                t.requires_grad_(True)
-            return t
+        else:
+            given = arrays[spec["array"]]
+            _, arr = wire.arrange(given, spec.get("layout", "C"), self.track, spec.get("tensor", True))
+            if tensor and arr is given:  # a tensor of its own, never one that shares a pipe array's memory
+                arr = np.array(given, copy=True)
+        if tensor:
+            t = self.torch.from_numpy(arr)
+            return t.requires_grad_(True) if spec.get("requires_grad") else t
         return arr
 
     @staticmethod
@@ -638,21 +625,10 @@ class Worker:
                 self.send(_error(exc, self.path, "output"))
 
 
-def write_all(out: BinaryIO, data: bytes) -> None:
-    """Write every byte: a raw write may be short, and under gVisor (runsc) a pipe write returns after 64 KiB."""
-    view = memoryview(data)
-    while view:
-        n = out.write(view)
-        if n is None:  # EAGAIN on a non-blocking descriptor: wait until it can take more
-            select.select([], [out], [])
-            continue
-        view = view[n:]
-
-
 def protocol_stdout() -> BinaryIO:
     """The protocol's own copy of fd 1; fd 1 itself then points at stderr, so the candidate's prints land there."""
-    # buffered: its write() and flush() loop over short writes (gVisor's pipes take 64 KiB per write), for
-    # whoever writes through it
+    # buffered: its write() and flush() loop over short writes (gVisor's pipes take 64 KiB per write), so a
+    # frame always arrives whole, whoever writes through it
     proto_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # the candidate's prints land on stderr, which the host caps
     sys.stdout = sys.__stdout__ = os.fdopen(1, "w", buffering=1, closefd=False)

@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import selectors
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Protocol
+
+from harness.service.grading import Runner, grading_process
 
 log = logging.getLogger("grader.pool")
 LEASE_S = 60.0          # default lease of a running row (Settings.lease_s), renewed every lease / 4 while graded
@@ -30,114 +29,15 @@ class GradingQueue(Protocol):
     def stats(self) -> dict: ...
 
 
-class GraderProcess:
-    """One grading process and its pipes; driven by a single thread."""
-
-    def __init__(self, cwd: Path):
-        env = dict(os.environ, PYTHONUNBUFFERED="1", GRADER_SERVICE_PARENT=str(os.getpid()))
-        self.proc = subprocess.Popen([sys.executable, "-m", "harness.service.queue.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=str(cwd))
-        self._buf = b""
-        self.graded = 0
-
-    def read(self, timeout: float, heartbeat: Callable[[], None] | None = None, every: float = 10.0):
-        deadline = time.monotonic() + timeout
-        next_beat = time.monotonic() + every
-        fd = self.proc.stdout.fileno()
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while b"\n" not in self._buf:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                if heartbeat and time.monotonic() >= next_beat:
-                    heartbeat()
-                    next_beat = time.monotonic() + every
-                if not sel.select(timeout=min(left, 1.0)):
-                    continue
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    return None
-                self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        try:
-            return json.loads(line)
-        except ValueError:
-            return None
-
-    def ask(self, task: dict, timeout: float, heartbeat=None, every: float = 10.0):
-        try:
-            self.proc.stdin.write((json.dumps(task) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            return None
-        answer = self.read(timeout, heartbeat, every)
-        self.graded += 1
-        return answer
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self, grace: float = 10.0) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=grace)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-        for s in (self.proc.stdin, self.proc.stdout):
-            try:
-                s.close()
-            except OSError:
-                pass
-
-
-class ProcessRunner:
-    """Grades a task in a grading process it keeps (and replaces when it dies or misbehaves)."""
+class ProcessRunner(Runner):
+    """Grades a task in a grading process it keeps (harness/grading/process.py; replaced when it dies or
+    misbehaves, recycled after ``RECYCLE_AFTER`` tasks)."""
 
     RECYCLE_AFTER = 50
 
     def __init__(self, cwd: Path):
         self.cwd = cwd
-        self.proc: GraderProcess | None = None
-
-    def _ensure(self) -> GraderProcess:
-        if self.proc is None or not self.proc.alive() or self.proc.graded >= self.RECYCLE_AFTER:
-            if self.proc is not None:
-                self.proc.stop()
-            self.proc = GraderProcess(self.cwd)
-            ready = self.proc.read(120.0)
-            if not ready or ready.get("kind") != "ready":
-                self.proc.stop()
-                self.proc = None
-                return None
-        return self.proc
-
-    def run(self, task: dict, timeout: float, heartbeat=None, every: float = 10.0) -> dict:
-        proc = self._ensure()
-        if proc is None:
-            return {"kind": "infrastructure", "message": "the grading process could not start"}
-        answer = proc.ask(task, timeout, heartbeat, every)
-        if answer is None:
-            died = not proc.alive()
-            proc.stop(grace=5.0)
-            self.proc = None
-            return {"kind": "infrastructure",
-                    "message": "the grading process died" if died else f"grading took longer than {timeout:g} s"}
-        return answer
-
-    def close(self) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-            self.proc = None
+        super().__init__(lambda: grading_process(cwd), recycle_after=self.RECYCLE_AFTER)
 
 
 def _patiently(write, lease: float):
@@ -183,7 +83,8 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
         path = work / "submission.py"
         path.write_text(row["source"], encoding="utf-8")
         task = {"id": submission_id, "exercise": row["exercise"], "track": row["track_requested"],
-                "sandbox": settings.sandbox, "seed": row["seed"], "path": str(path), "label": row["filename"]}
+                "sandbox": settings.sandbox, "seed": row["seed"], "path": str(path), "label": row["filename"],
+                "keep_artifacts": True, "warm": True}  # a warm pool per grading process
         answer = runner.run(task, settings.submission_timeout_s,
                             heartbeat=beat, every=lease / 4)
     finally:

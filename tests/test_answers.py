@@ -1,0 +1,117 @@
+"""The oracle's kept answers (harness/core/answers.py): keyed by the case's content, read back only where the
+engine allows the disk, a damaged file is a miss, the folder is hidden from the local sandbox's worker; and the
+CLI's lean start (a local grade imports none of the service's packages)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from graders.common.problem import Problem
+from graders.common.shapes import build, checked_rows, kept_reference, large_shape, reference_rows
+from harness.core import answers
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv(answers.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(answers, "_written", {"checked": False, "full": False})
+    answers.forget()
+    yield tmp_path / "answers"
+    answers.forget()
+
+
+def _case(which="b8-s144-float64", kind="self"):
+    problem = Problem(kind)
+    sh = large_shape(problem, "numpy", which)
+    return build(problem, sh), checked_rows(sh)
+
+
+def test_a_kept_answer_is_the_computed_one_and_is_read_back_from_disk(store):
+    case, rows = _case("s512-float32")
+    fresh = reference_rows(case, rows)
+    with answers.use_disk(True):
+        first = kept_reference(case, rows)
+    assert np.array_equal(first, fresh) and first.dtype == fresh.dtype
+    assert answers.counts() == {"computed": 1}
+    assert len(list(store.rglob("*.npy"))) == 1
+    answers.forget()  # a new process: nothing in memory
+    with answers.use_disk(True):
+        again = kept_reference(case, rows)
+    assert answers.counts() == {"disk": 1}
+    assert np.array_equal(again, fresh) and not again.flags.writeable
+    kept_reference(case, rows)
+    assert answers.counts() == {"disk": 1, "memo": 1}
+
+
+def test_without_the_engines_leave_the_disk_is_neither_read_nor_written(store):
+    case, rows = _case()
+    kept_reference(case, rows)
+    assert not store.exists()
+    with answers.use_disk(True):
+        kept_reference(case, rows)   # from memory: still nothing written
+    assert answers.counts() == {"computed": 1, "memo": 1} and not store.exists()
+
+
+def test_the_key_follows_the_content_not_the_name(store):
+    case, rows = _case()
+    other = case.replace(x=case.x.copy())
+    other.x[0, 0, 0] += 1e-12      # the same shape and seed, one input changed: another answer
+    a, b = kept_reference(case, rows), kept_reference(other, rows)
+    assert answers.counts() == {"computed": 2}
+    assert not np.array_equal(a, b)
+    assert np.array_equal(b, reference_rows(other, rows))
+    cross, cross_rows = _case(kind="cross")
+    kept_reference(cross, cross_rows)
+    assert answers.counts() == {"computed": 3}
+
+
+def test_a_damaged_or_planted_file_is_a_miss_or_a_different_key(store):
+    case, rows = _case()
+    with answers.use_disk(True):
+        good = kept_reference(case, rows)
+    [path] = store.rglob("*.npy")
+    path.write_bytes(b"\x93NUMPY garbage")
+    answers.forget()
+    with answers.use_disk(True):
+        again = kept_reference(case, rows)
+    assert answers.counts() == {"computed": 1} and np.array_equal(again, good)
+
+
+def test_the_answers_folder_is_hidden_from_the_local_worker(store):
+    from harness.sandbox import local
+
+    store.mkdir(parents=True)
+    kept = str(store.resolve())
+    assert any(kept == h or local._inside(kept, h) for h in local.hidden_paths()), local.hidden_paths()
+
+
+def test_the_engine_keeps_answers_on_disk_only_where_the_worker_cannot_see_them():
+    from harness.grading.engine import _host_hidden
+
+    class Box:
+        def __init__(self, info):
+            self.info = info
+
+        def describe(self):
+            return self.info
+
+    assert _host_hidden(Box({"sandbox": "docker", "image": "x"}))
+    assert _host_hidden(Box({"sandbox": "local", "read_only_fs": True}))
+    assert not _host_hidden(Box({"sandbox": "local", "read_only_fs": False}))
+
+
+def test_a_local_grade_from_the_cli_imports_none_of_the_service():
+    code = ("import sys\n"
+            "from harness.cli.main import main\n"
+            "cmd = main.get_command(None, 'run')\n"
+            "import harness.grading.engine, harness.sandbox.local, harness.session.channel\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'sqlalchemy', 'torch', 'httpx',"
+            " 'starlette', 'dramatiq', 'redis', 'docker', 'rich', 'jinja2') or m.startswith('harness.service')"
+            " or m == 'harness.sandbox.docker')\n"
+            "print(cmd.name, bad)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "run []", out

@@ -1,0 +1,78 @@
+"""The one grading process batch and service share (harness/grading/process.py): its protocol (ready, one
+answer a task) and what the Runner makes of a process that dies, overruns or never says ready."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from harness.grading.process import GradingProcess, Runner
+
+PARENT = "ATTN_GRADER_BATCH_PARENT"
+
+
+def batch_process(tmp_path: Path) -> GradingProcess:
+    return GradingProcess("harness.batch.child", parent_var=PARENT, cwd=tmp_path, log=tmp_path / "child.log")
+
+
+def test_a_grading_process_says_ready_then_answers_each_task(tmp_path):
+    runner = Runner(lambda: batch_process(tmp_path), recycle_after=2)
+    try:
+        task = {"exercise": "no_such_exercise", "path": str(tmp_path / "x.py"), "track": "auto", "sandbox": "local",
+                "seed": 0, "label": "x.py", "sha256": "0" * 64}
+        first = runner.run(task, timeout=120)
+        assert first["kind"] == "usage" and "no_such_exercise" in first["message"], first
+        pid = runner.proc.proc.pid
+        assert runner.run(task, timeout=120)["kind"] == "usage"
+        runner.run(task, timeout=120)  # recycled after two tasks: a new process answers the third
+        assert runner.proc.proc.pid != pid
+    finally:
+        runner.close()
+
+
+def test_a_process_that_dies_mid_task_is_an_infrastructure_answer_with_its_exit_code(tmp_path):
+    slow = tmp_path / "slow.py"
+    slow.write_text("import time\ntime.sleep(60)\n")   # its grading is under way until the kill
+    log = tmp_path / "starts.log"
+    runner = Runner(lambda: GradingProcess("harness.batch.child", parent_var=PARENT, cwd=tmp_path,
+                                           env={"ATTN_GRADER_BATCH_LOG": str(log)}), recycle_after=10)
+    try:
+        runner._ensure()
+        proc = runner.proc
+
+        def kill_once_started():
+            deadline = time.monotonic() + 60
+            while not log.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.kill(proc.proc.pid, signal.SIGKILL)
+
+        threading.Thread(target=kill_once_started, daemon=True).start()
+        answer = runner.run({"exercise": "mha", "path": str(slow), "track": "numpy", "sandbox": "local", "seed": 0,
+                             "label": "slow.py", "sha256": "0"}, timeout=120)
+        assert answer == {"kind": "infrastructure", "message": "the grading process died (exit code -9)"}
+        assert runner.proc is None and proc.proc.returncode == -9
+    finally:
+        runner.close()
+
+
+def test_an_overrun_and_a_process_that_never_says_ready(tmp_path):
+    silent = tmp_path / "silent.py"
+    silent.write_text("import sys, time\nfor line in sys.stdin:\n    time.sleep(60)\n")
+    try:   # python -m finds them in its working directory
+        never_ready = Runner(lambda: GradingProcess("silent", parent_var=PARENT, cwd=tmp_path), recycle_after=10,
+                             ready_timeout=1.0)
+        assert never_ready.run({}, timeout=1.0) == {"kind": "infrastructure",
+                                                    "message": "the grading process could not start"}
+        ready = tmp_path / "ready_then_slow.py"
+        ready.write_text("import sys, time\nprint('{\"kind\": \"ready\"}', flush=True)\n"
+                         "for line in sys.stdin:\n    time.sleep(60)\n")
+        slow = Runner(lambda: GradingProcess("ready_then_slow", parent_var=PARENT, cwd=tmp_path), recycle_after=10)
+        assert slow.run({}, timeout=1.0) == {"kind": "infrastructure",
+                                             "message": "grading did not finish within 1 s"}
+        assert slow.proc is None
+    finally:
+        never_ready.close()
+        slow.close()
