@@ -58,7 +58,7 @@ def test_kill_9_during_grading_then_a_start_leaves_nothing_behind(tmp_path):
         while time.monotonic() < deadline and not (list((data / "work").glob("sub-*")) and
                                                    list(tmp.glob("grade-*"))):
             time.sleep(0.1)
-        killed = [server.proc.pid, *grading_processes_of([server.proc.pid])]
+        killed = [server.proc.pid, *grading_processes_of([server.proc.pid], server.tag)]
         for pid in killed:                                  # everything at once, as the OOM killer would
             try:
                 os.kill(pid, signal.SIGKILL)

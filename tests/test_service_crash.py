@@ -108,6 +108,6 @@ def test_kill_9_under_load_then_restart_loses_nothing_and_writes_one_report_each
     finally:
         server.stop()
     deadline = time.monotonic() + 20
-    while grading_processes_of(server.pids) and time.monotonic() < deadline:
+    while grading_processes_of(server.pids, server.tag) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert grading_processes_of(server.pids) == [], "grading processes outlived their server"
+    assert grading_processes_of(server.pids, server.tag) == [], "grading processes outlived their server"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -42,7 +43,9 @@ class Server:
     def __init__(self, data_dir: Path, *, workers: int = 2, env: dict | None = None, sandbox: str = "local"):
         self.data_dir = Path(data_dir)
         self.workers = workers
-        self.env = {**os.environ, "GRADER_SANDBOX": sandbox, "PYTHONWARNINGS": "ignore", **(env or {})}
+        self.tag = secrets.token_hex(8)   # inherited by its grading processes: pids get reused, this does not
+        self.env = {**os.environ, "GRADER_SANDBOX": sandbox, "PYTHONWARNINGS": "ignore", "GRADER_TEST_SERVER": self.tag,
+                    **(env or {})}
         if "GRADER_DATABASE_URL" not in (env or {}):
             self.env.pop("GRADER_DATABASE_URL", None)     # SQLite in the data dir unless the test says so
         self.port = free_port()
@@ -150,8 +153,10 @@ def dumps(x) -> str:
     return json.dumps(x, indent=1)[:2000]
 
 
-def grading_processes_of(server_pids) -> list[int]:
-    """Grading processes (harness.service.queue.worker) whose server is one of ``server_pids``."""
+def grading_processes_of(server_pids, tag: str | None = None) -> list[int]:
+    """Grading processes (harness.service.queue.worker) whose server is one of ``server_pids`` and, given
+    ``tag`` (a Server's), was started by that Server: a pid of a server killed long ago may be another test's
+    server now."""
     wanted = {f"GRADER_SERVICE_PARENT={p}".encode() for p in server_pids}
     found = []
     for entry in Path("/proc").iterdir():
@@ -163,7 +168,7 @@ def grading_processes_of(server_pids) -> list[int]:
             env = set((entry / "environ").read_bytes().split(b"\0"))
         except OSError:
             continue
-        if env & wanted:
+        if env & wanted and (tag is None or f"GRADER_TEST_SERVER={tag}".encode() in env):
             found.append(int(entry.name))
     return found
 
