@@ -97,7 +97,7 @@ def test_an_infrastructure_error_is_a_plain_sentence_for_the_candidate_and_detai
     alice, ivy = srv.client(srv.tokens["alice"]), srv.client(srv.tokens["ivy"])
     sid = submit(alice, "mha", "import time\ntime.sleep(60)\n" + REF).json()["id"]
     staff = wait_done(ivy, sid, timeout=90)
-    assert staff["status"] == "infrastructure_error" and "longer than 10 s" in staff["error"]
+    assert staff["status"] == "infrastructure_error" and "did not finish within 10 s" in staff["error"]
     mine = alice.get(f"/v1/submissions/{sid}").json()
     assert mine["error"] == CANDIDATE_INFRA_ERROR
     listed = next(r for r in alice.get("/v1/submissions").json()["items"] if r["id"] == sid)
@@ -113,4 +113,4 @@ def test_an_infrastructure_error_is_a_plain_sentence_for_the_candidate_and_detai
             page = c.get(f"/submissions/{sid}").text
         assert want.replace("'", "&#39;") in page or want in page
         if unwanted:
-            assert unwanted not in page and "longer than" not in page
+            assert unwanted not in page and "did not finish within" not in page
