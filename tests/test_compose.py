@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.matrix   # a deployment's long run (an image build, a stack up and down): CI's matrix group
 def test_compose_builds_the_grader_image_and_grades_through_it():
     env = dict(os.environ, PYTHON=sys.executable)
     done = subprocess.run(["bash", str(ROOT / ".ci" / "compose-smoke.sh")], capture_output=True, text=True,
