@@ -117,6 +117,7 @@ def test_candidate_page_timeline_diff_and_download(rnd, page, tmp_path):
     changed = " ".join(diff.locator("td").all_inner_texts())
     assert "einsum" in changed                     # the new attempt's lines, side by side with the old
     assert diff.locator(".diff_add, .diff_chg, .diff_sub").count() > 3
+    assert page.locator("#diff .diff-scroll").evaluate("e => e.scrollWidth <= e.clientWidth + 1")   # fits its card
     assert page.locator("#source span[style]").count() > 20       # highlighted by pygments
     assert "def mha" in page.inner_text("#source")
     page.screenshot(path=str(SHOTS / "attempt-diff.png"), full_page=True)

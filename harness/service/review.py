@@ -30,7 +30,7 @@ def highlight(source: str) -> Markup:
 
 def diff_table(before: dict, after: dict) -> Markup:
     """Side by side, changed lines with context (difflib escapes the text)."""
-    table = difflib.HtmlDiff(tabsize=4, wrapcolumn=80).make_table(
+    table = difflib.HtmlDiff(tabsize=4, wrapcolumn=64).make_table(
         before["source"].splitlines(), after["source"].splitlines(),
         f"attempt {before['attempt']}", f"attempt {after['attempt']}", context=True, numlines=3)
     return Markup(table)
