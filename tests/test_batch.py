@@ -198,6 +198,23 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _described(pid: int):
+    """What a process that should be gone is doing: command line, kernel wait channel, state and signal masks,
+    open descriptors (a pipe end held elsewhere keeps a reader waiting)."""
+    try:
+        fds = {}
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                fds[fd.name] = os.readlink(fd)
+            except OSError:
+                pass
+        status = [ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
+                  if ln.startswith(("State", "PPid", "SigCgt", "SigIgn", "SigBlk"))]
+        return Path(f"/proc/{pid}/cmdline").read_bytes()[:80], Path(f"/proc/{pid}/wchan").read_text(), status, fds
+    except OSError:
+        return "gone"
+
+
 def _descendants(pids: set[int]) -> set[int]:
     """Every live process below ``pids`` (their sandbox workers included), from /proc."""
     parent = {}
@@ -251,7 +268,8 @@ def test_sigkill_mid_run_then_resume_gives_exactly_one_valid_report_each(tmp_pat
         deadline = time.monotonic() + 20
         while any(_alive(p) for p in tree | _grading_pids(log)) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not any(_alive(p) for p in tree | _grading_pids(log))
+        alive = {p: _described(p) for p in tree | _grading_pids(log) if _alive(p)}
+        assert not alive, alive   # what each still does: its command, wait channel, signal masks, descriptors
         # ... and whatever is on disk is complete: every report parses and validates, never two for one file
         done = reports(out)
         assert all(len(v) == 1 for v in done.values())

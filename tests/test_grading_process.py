@@ -76,3 +76,19 @@ def test_an_overrun_and_a_process_that_never_says_ready(tmp_path):
     finally:
         never_ready.close()
         slow.close()
+
+
+def test_a_sigterm_while_waiting_for_a_task_ends_the_process(tmp_path):
+    """The parent's death (PDEATHSIG: SIGTERM) ends a grading process that waits for its next task even when its
+    stdin is not at EOF (a copy of the pipe's other end held by another process): it must not wait forever."""
+    proc = batch_process(tmp_path)
+    try:
+        assert proc.read(timeout=120) == {"kind": "ready"}
+        proc.proc.send_signal(signal.SIGTERM)            # stdin stays open: only the signal can end it
+        assert proc.proc.wait(timeout=60) == 143
+    finally:
+        if proc.proc.poll() is None:
+            proc.proc.kill()
+            proc.proc.wait()
+        proc.proc.stdin.close()
+        proc.proc.stdout.close()

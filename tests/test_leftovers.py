@@ -5,6 +5,7 @@ while it closes (the warm pool shutting down) finishes closing instead of being 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,8 +34,12 @@ def test_the_sweep_removes_what_dead_processes_left_and_nothing_else(tmp_path, m
     monkeypatch.setattr("tempfile.tempdir", None)
     monkeypatch.setenv("GRADER_SANDBOX_TMPDIR", str(shared))
     dead, alive = _dead_pid(), os.getppid()
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])   # dead, not yet reaped by its parent (us)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and b") Z " not in Path(f"/proc/{zombie.pid}/stat").read_bytes():
+        time.sleep(0.05)
     gone = [tmp / f"grade-{dead}-abc", tmp / f"grade-probe-{dead}-x", shared / f"grade-docker-{dead}-q1",
-            shared / f"grade-exchange-{dead}-z9", work / f"sub-{dead}-0123abcd-xyz"]
+            shared / f"grade-exchange-{dead}-z9", work / f"sub-{dead}-0123abcd-xyz", tmp / f"grade-{zombie.pid}-z"]
     kept = [tmp / f"grade-{alive}-abc", tmp / f"grade-{os.getpid()}-mine", shared / f"grade-docker-{alive}-q",
             work / f"sub-{alive}-0123abcd-xyz", tmp / "grade-notapid-x", tmp / f"other-{dead}-x"]
     for d in gone + kept:
@@ -44,6 +49,15 @@ def test_the_sweep_removes_what_dead_processes_left_and_nothing_else(tmp_path, m
     assert {str(p) for p in gone} <= removed
     assert not any(p.exists() for p in gone)
     assert all(p.exists() for p in kept)
+    zombie.wait()
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a zombie's parent, init here, reaps it)."""
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
 
 
 def test_kill_9_during_grading_then_a_start_leaves_nothing_behind(tmp_path):
@@ -65,7 +79,14 @@ def test_kill_9_during_grading_then_a_start_leaves_nothing_behind(tmp_path):
             except ProcessLookupError:
                 pass
         server.proc.wait(timeout=30)
-        time.sleep(0.5)
+        # a start sweeps what a process that is gone left; the killed server's other processes (a warm zygote, a
+        # sandbox worker: they die with their parent, unwinding) may take a moment under load: wait for them
+        owners = lambda: {int(m.group(1)) for p in list((data / "work").glob("sub-*")) + list(tmp.glob("grade-*"))
+                          if (m := re.match(r"(?:sub|grade(?:-docker|-exchange|-probe)?)-(\d+)-", p.name))}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(_running(pid) for pid in owners()):
+            time.sleep(0.1)
+        assert not any(_running(pid) for pid in owners()), "a process of the killed server outlived it"
         left = list((data / "work").glob("sub-*")) + list(tmp.glob("grade-*"))
         assert left, "nothing was left to sweep: the test proves nothing"
         server.close_clients()

@@ -27,6 +27,7 @@ def scratch_prefix(kind: str = "") -> str:
 
 
 def _gone(pid: int) -> bool:
+    """The process has ended: no such pid, or a zombie (dead, only not yet reaped by its parent)."""
     if pid == os.getpid():
         return False
     try:
@@ -35,7 +36,11 @@ def _gone(pid: int) -> bool:
         return True
     except OSError:     # alive, someone else's
         return False
-    return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _sweep(folder: Path, pattern: re.Pattern) -> list[str]:

@@ -209,7 +209,7 @@ def serve(parent_var: str, handle: Callable[[dict], dict] = grade_task) -> int:
     die_with_parent(signal.SIGTERM, parent=int(os.environ.get(parent_var, "0") or 0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle: it sends SIGTERM
 
-    term = TermWhileBusy()   # mid-grading: unwinds pytest and the engine; idle or closing: lets the close finish
+    term = TermWhileBusy()   # grading or waiting for a task: unwinds and ends; closing: lets the close finish
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)                                  # stray prints go to stderr, never into the answers
     sys.stdout = sys.stderr
@@ -218,7 +218,11 @@ def serve(parent_var: str, handle: Callable[[dict], dict] = grade_task) -> int:
 
         answers.write(json.dumps(READY) + "\n")
         answers.flush()
-        for line in sys.stdin:
+        while True:
+            with term.waiting():
+                line = sys.stdin.readline()
+            if not line:
+                break
             if not line.strip():
                 continue
             with term.busy():
