@@ -237,10 +237,11 @@ def _run_suite(ex: Exercise, track: str, session: WorkerSession, seed: int,
                ) -> tuple[list[TestResult], list, GraderPlugin]:
     import pytest
 
-    from harness.session.candidate import Candidate
+    from harness.grading import kept_suites
     from harness.grading.plugin import GraderPlugin
+    from harness.session.candidate import Candidate
 
-    plugin = GraderPlugin(candidate=Candidate(session, ex, track), exercise=ex, track=track, seed=seed)
+    candidate = Candidate(session, ex, track)
     suite = ex.suite_dir
     if not suite.is_dir():
         raise UsageError(f"exercise {ex.name!r} has no hidden suite at {suite}")
@@ -255,7 +256,14 @@ def _run_suite(ex: Exercise, track: str, session: WorkerSession, seed: int,
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
         with contextlib.redirect_stdout(sys.stderr if os.environ.get("GRADER_DEBUG") else _Null()):
-            code = pytest.main(args, plugins=[plugin, *_progress_plugin(progress)])
+            if kept_suites.enabled() and progress is None:   # a grading process: collected once, run again
+                code, plugin = kept_suites.run(
+                    kept_suites.key_for(suite, ex.name, track), args,
+                    lambda: GraderPlugin(candidate=candidate, exercise=ex, track=track, seed=seed),
+                    lambda p: p.rebind(candidate=candidate, exercise=ex, seed=seed))
+            else:
+                plugin = GraderPlugin(candidate=candidate, exercise=ex, track=track, seed=seed)
+                code = pytest.main(args, plugins=[plugin, *_progress_plugin(progress)])
     finally:
         for k, v in saved.items():
             if v is not None:

@@ -97,6 +97,13 @@ class GraderPlugin:
         self.notes: dict[str, dict] = {}
         self.infra_faults: list[str] = []  # the grader's own failures; any one makes the run an infrastructure error
 
+    def rebind(self, *, candidate: Candidate, exercise: Exercise, seed: int) -> None:
+        """Point this plugin, kept with a collected session (harness/grading/kept_suites.py), at the next
+        submission: its candidate and seed, and nothing recorded of the one before. ``order`` (the collected
+        tests) and ``collection_errors`` stay: they belong to the collection."""
+        self._candidate, self._exercise, self.seed = candidate, exercise, seed
+        self.results, self.observations, self.notes, self.infra_faults = {}, [], {}, []
+
     # -- fixtures ---------------------------------------------------------------------------------
     # Static methods that find this plugin through the config's stash: pytest 9.2 deprecates session-scoped
     # fixtures defined as instance methods (their ``self`` is not the object the tests see).

@@ -10,6 +10,9 @@ after ``recycle_after`` tasks, replaces it when it dies or overruns and turns th
 answer). Child side: :func:`serve`, the loop that each side's module runs (``python -m harness.batch.child``,
 ``python -m harness.service.queue.worker``) with a handler of its own around :func:`grade_task`.
 
+A grading process keeps each hidden suite configured and collected after its first grade (harness/grading/
+kept_suites.py): a task pays for running the tests, not for pytest's start and the suite's collection.
+
 A grading process dies with its parent: PR_SET_PDEATHSIG asks the kernel for SIGTERM when the parent goes
 (even on kill -9), and SIGTERM unwinds the engine, whose ``finally`` kills the sandbox worker."""
 
@@ -215,6 +218,9 @@ def serve(parent_var: str, handle: Callable[[dict], dict] = grade_task) -> int:
     sys.stdout = sys.stderr
     try:
         import harness.grading.engine  # noqa: F401  (warm the imports before the first task)
+        from harness.grading import kept_suites
+
+        kept_suites.keep()   # each hidden suite is configured and collected once here, run for every task
 
         answers.write(json.dumps(READY) + "\n")
         answers.flush()

@@ -1,0 +1,156 @@
+"""A grading process collects each hidden suite once and runs it again for every submission
+(harness/grading/kept_suites.py): every test still runs, fixtures of every scope are set up and torn down per
+grade, a run that ends abnormally is not kept, and the reports are those of a fresh pytest.main."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.grading import kept_suites
+
+ROOT = Path(__file__).resolve().parent.parent
+SUITE = '''
+import pytest
+
+EVENTS = []
+
+@pytest.fixture(scope="session")
+def whole():
+    EVENTS.append("session up")
+    yield
+    EVENTS.append("session down")
+
+@pytest.fixture(scope="module")
+def part(whole):
+    EVENTS.append("module up")
+    yield
+    EVENTS.append("module down")
+
+def test_one(part):
+    EVENTS.append("one")
+
+def test_two(part, request):
+    EVENTS.append("two")
+    assert not request.config.kept_test.fail_two, "told to fail"
+
+def test_three(part):
+    EVENTS.append("three")
+'''
+
+
+class Plugin:
+    def __init__(self):
+        self.collection_errors, self.infra_faults = [], []
+        self.collections = 0
+        self.fail_two = self.stop_at_two = False
+
+    def pytest_configure(self, config):
+        config.kept_test = self
+
+    def pytest_sessionstart(self, session):
+        self.session = session
+
+    def pytest_collection_finish(self, session):
+        self.collections += 1
+
+    def pytest_runtest_logreport(self, report):   # what GraderPlugin does on an infrastructure fault
+        if self.stop_at_two and report.when == "call" and report.nodeid.endswith("test_two"):
+            self.infra_faults.append("fault")
+            self.session.shouldstop = "infrastructure fault"
+
+
+@pytest.fixture
+def suite(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")   # as the engine runs a suite
+    folder = tmp_path / f"suite_{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    (folder / "test_kept.py").write_text(SUITE)
+    (folder / "suite.ini").write_text("[pytest]\n")
+    yield folder
+    kept_suites.close_all()
+    for name in [m for m in sys.modules if m.endswith("test_kept")]:
+        del sys.modules[name]
+
+
+def _args(folder: Path) -> list[str]:
+    return [str(folder), "-p", "no:cacheprovider", "-p", "no:terminal", "--import-mode=importlib",
+            "--rootdir", str(folder), "-c", str(folder / "suite.ini"), "-o", "python_files=test_*.py"]
+
+
+def _events(folder: Path) -> list:
+    return next(m for name, m in sys.modules.items() if name.endswith("test_kept")).EVENTS
+
+
+def test_a_suite_is_collected_once_and_every_scope_is_set_up_and_torn_down_each_run(suite):
+    made = []
+
+    def make():
+        made.append(Plugin())
+        return made[-1]
+
+    key = ("suite", "x", "numpy")
+    for fail in (False, True, False):
+        code, plugin = kept_suites.run(key, _args(suite), make, lambda p, f=fail: setattr(p, "fail_two", f))
+        assert code == (pytest.ExitCode.TESTS_FAILED if fail else pytest.ExitCode.OK)
+    assert len(made) == 1 and made[0].collections == 1            # configured and collected once
+    one_run = ["session up", "module up", "one", "two", "three", "module down", "session down"]
+    assert _events(suite) == one_run * 3                           # every test, every scope, every run
+    assert key in kept_suites._kept
+
+
+def test_a_run_that_ends_abnormally_is_torn_down_and_not_kept(suite):
+    made = []
+
+    def make():
+        made.append(Plugin())
+        return made[-1]
+
+    key = ("suite", "x", "torch")
+    kept_suites.run(key, _args(suite), make, lambda p: None)
+    code, _ = kept_suites.run(key, _args(suite), make, lambda p: setattr(p, "stop_at_two", True))
+    assert code == pytest.ExitCode.INTERRUPTED
+    assert key not in kept_suites._kept                            # dropped: the next grade collects afresh
+    stopped = _events(suite)[7:]
+    assert stopped == ["session up", "module up", "one", "two", "module down", "session down"]  # all torn down
+    kept_suites.run(key, _args(suite), make, lambda p: None)
+    assert len(made) == 2 and key in kept_suites._kept
+
+
+def _strip(value):
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in ("timings", "duration_s", "path")}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def test_kept_suites_grade_exactly_as_a_fresh_pytest_main():
+    """The reference, a wrong file, the reference again (one suite kept across three submissions): the reports of
+    a fresh pytest.main each time, byte for byte once the timings are out."""
+    from harness.grading.process import grade_task
+
+    files = [ROOT / "reference" / "mha_numpy.py", ROOT / "examples" / "mha_wrong_scale.py"]
+
+    def grades(files):
+        out = []
+        for f in files:
+            answer = grade_task({"exercise": "mha", "path": str(f), "track": "numpy", "sandbox": "local",
+                                 "seed": 3, "label": "s.py"})
+            assert answer["kind"] == "report", answer
+            out.append(json.dumps(_strip(answer), sort_keys=True))
+        return out
+
+    fresh = grades(files)
+    kept_suites.keep()
+    try:
+        kept = grades(files + files[:1])
+        assert len(kept_suites._kept) == 1
+    finally:
+        kept_suites.keep(False)
+    assert [json.loads(k)["report"]["verdict"] for k in kept] == ["passed", "failed", "passed"]
+    assert kept == fresh + fresh[:1]
