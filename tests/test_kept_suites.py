@@ -82,17 +82,22 @@ def _args(folder: Path) -> list[str]:
             "--rootdir", str(folder), "-c", str(folder / "suite.ini"), "-o", "python_files=test_*.py"]
 
 
-def _events(folder: Path) -> list:
-    return next(m for name, m in sys.modules.items() if name.endswith("test_kept")).EVENTS
-
-
-def test_a_suite_is_collected_once_and_every_scope_is_set_up_and_torn_down_each_run(suite):
+def _maker():
+    """(the plugins made so far, the factory kept_suites.run calls for a new session)"""
     made = []
 
     def make():
         made.append(Plugin())
         return made[-1]
+    return made, make
 
+
+def _events(folder: Path) -> list:
+    return next(m for name, m in sys.modules.items() if name.endswith("test_kept")).EVENTS
+
+
+def test_a_suite_is_collected_once_and_every_scope_is_set_up_and_torn_down_each_run(suite):
+    made, make = _maker()
     key = ("suite", "x", "numpy")
     for fail in (False, True, False):
         code, plugin = kept_suites.run(key, _args(suite), make, lambda p, f=fail: setattr(p, "fail_two", f))
@@ -104,12 +109,7 @@ def test_a_suite_is_collected_once_and_every_scope_is_set_up_and_torn_down_each_
 
 
 def test_a_run_that_ends_abnormally_is_torn_down_and_not_kept(suite):
-    made = []
-
-    def make():
-        made.append(Plugin())
-        return made[-1]
-
+    made, make = _maker()
     key = ("suite", "x", "torch")
     kept_suites.run(key, _args(suite), make, lambda p: None)
     code, _ = kept_suites.run(key, _args(suite), make, lambda p: setattr(p, "stop_at_two", True))

@@ -11,6 +11,8 @@ candidate and seed.
 
 A kept session that ends abnormally (an infrastructure fault stops the run, pytest raises, the process is told
 to stop mid-grade) is finished as ``pytest.main`` would finish it and dropped; the next grade collects afresh.
+What reaches the engine is what ``pytest.main`` would give it: an exit code (a stop signal's KeyboardInterrupt
+too, as pytest.main answers it; the grading process then stops after the task, harness/core/process.py).
 
 Switched on by :func:`keep` (the grading process's loop calls it); elsewhere the engine runs ``pytest.main``.
 """
@@ -77,8 +79,8 @@ class KeptSuite:
             self.config.hook.pytest_runtestloop(session=s)
         except s.Failed:
             return int(pytest.ExitCode.TESTS_FAILED)
-        except s.Interrupted:
-            return int(pytest.ExitCode.INTERRUPTED)
+        except (s.Interrupted, KeyboardInterrupt):   # as pytest.main answers them: an exit code, not a raise (a
+            return int(pytest.ExitCode.INTERRUPTED)   # stop signal mid-grade ends the process after this task)
         except Exception:
             return int(pytest.ExitCode.INTERNAL_ERROR)
         self.reusable = True
@@ -118,6 +120,8 @@ def run(key: tuple, args: list[str], make_plugin: Callable[[], object], rebind: 
             suite = KeptSuite(args, plugin)
         except pytest.UsageError:            # what pytest.main answers with an exit code
             return int(pytest.ExitCode.USAGE_ERROR), plugin
+        except KeyboardInterrupt:
+            return int(pytest.ExitCode.INTERRUPTED), plugin
         except Exception:
             return int(pytest.ExitCode.INTERNAL_ERROR), plugin
         if plugin.collection_errors:
@@ -126,7 +130,7 @@ def run(key: tuple, args: list[str], make_plugin: Callable[[], object], rebind: 
     rebind(suite.plugin)
     try:
         code = suite.run()
-    except BaseException:    # a stop signal mid-grade: what is set up is torn down, nothing is kept
+    except BaseException:    # what is set up is torn down, nothing is kept
         suite.close()
         raise
     if suite.reusable and not suite.plugin.infra_faults:

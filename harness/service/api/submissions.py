@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import datetime as dt
 import json
@@ -248,11 +249,21 @@ async def create_submission(request: Request, wait: float = Query(0, ge=0, le=MA
 async def _wait_for(request: Request, row: dict, wait: float) -> dict:
     deadline = time.monotonic() + min(wait, MAX_WAIT)
     store = request.app.state.store
-    pause = 0.01  # a warm grading takes a few hundred ms: look often at first, then every 0.2 s
-    while row["status"] in ("queued", "running") and time.monotonic() < deadline:
-        await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        pause = min(0.2, pause * 1.5)
-        row = await run_in_threadpool(store.get, row["id"])
+    if row["status"] not in ("queued", "running") or not wait:
+        return row
+    finished = getattr(request.app.state.pool, "finished", None)   # graded in this process: woken at once
+    with finished.watch(row["id"]) if finished is not None else contextlib.nullcontext() as done:
+        pause = 0.01  # a warm grading takes a few hundred ms: look often at first, then every 0.2 s
+        while row["status"] in ("queued", "running") and time.monotonic() < deadline:
+            left = max(0.0, deadline - time.monotonic())
+            if done is None:
+                await asyncio.sleep(min(pause, left))
+            else:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(done.wait(), min(pause, left))
+                done.clear()
+            pause = min(0.2, pause * 1.5)
+            row = await run_in_threadpool(store.get, row["id"])
     return row
 
 

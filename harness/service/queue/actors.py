@@ -25,8 +25,10 @@ class WorkerContext:
     """Everything an actor needs, for one process. ``runner_factory`` makes the grading runner of a thread."""
 
     def __init__(self, store, settings, broker: Broker, *, owner: str, kind: str, concurrency: int,
-                 queues=QUEUES, metrics=None, runner_factory=None):
+                 queues=QUEUES, metrics=None, runner_factory=None, on_graded=None):
+        """``on_graded(submission_id)``: called after each grading attempt here ends (queue/finished.py)."""
         self.store, self.settings, self.broker, self.metrics = store, settings, broker, metrics
+        self.on_graded = on_graded
         self.owner, self.kind, self.concurrency, self.queues = owner, kind, concurrency, tuple(queues)
         self._runner_factory = runner_factory or (lambda: ProcessRunner(settings.data_dir))
         self._local = threading.local()
@@ -83,6 +85,8 @@ class WorkerContext:
         finally:
             with self._lock:
                 self.busy -= 1
+        if status is not None and self.on_graded is not None:
+            self.on_graded(submission_id)
         if status is not None:
             with self._lock:
                 self.graded += 1

@@ -24,6 +24,7 @@ import time
 from harness.service import grading
 from harness.service.queue.actors import WorkerContext, declare_actors
 from harness.service.queue.broker import QUEUES, Broker
+from harness.service.queue.finished import Finished
 
 log = logging.getLogger("grader.engine")
 
@@ -90,10 +91,11 @@ class QueueEngine:
         self.broker = Broker(settings.broker_url, settings, tag=self.tag)
         self.in_process = self.broker.kind == "stub"
         self.context: WorkerContext | None = None
+        self.finished = Finished()    # ?wait requests woken when this process has graded their submission
         if self.in_process:
             self.context = WorkerContext(store, settings, self.broker, owner=self.owner, kind="embedded",
                                          concurrency=max(1, settings.workers), metrics=metrics,
-                                         runner_factory=runner_factory)
+                                         runner_factory=runner_factory, on_graded=self.finished.notify)
         self.actors = declare_actors(self.broker, lambda: self.context)
         self.worker = None
         self._stop = threading.Event()

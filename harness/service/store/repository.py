@@ -155,15 +155,22 @@ class Store:
             s.flush()
             return secret, _row(tok)
 
+    def _one(self, model, *where) -> dict | None:
+        """One row as a dict (what :func:`_row` gives), read without building an ORM object: the status poll
+        and the token check of every request come here."""
+        table = model.__table__
+        with self.engine.begin() as conn:
+            r = conn.execute(select(table).where(*where)).first()
+        return None if r is None else {c.key: r._mapping[c] for c in table.columns}
+
     def find_token(self, secret: str) -> dict | None:
         """The token's row if it exists, is not revoked and has not expired."""
-        with self.session() as s:
-            tok = s.scalar(select(Token).where(Token.token_hash == hash_token(secret)))
-            if tok is None or tok.revoked_at is not None:
-                return None
-            if tok.expires_at is not None and tok.expires_at <= now():
-                return None
-            return _row(tok)
+        tok = self._one(Token, Token.__table__.c.token_hash == hash_token(secret))
+        if tok is None or tok["revoked_at"] is not None:
+            return None
+        if tok["expires_at"] is not None and tok["expires_at"] <= now():
+            return None
+        return tok
 
     def list_tokens(self) -> list[dict]:
         with self.session() as s:
@@ -254,9 +261,7 @@ class Store:
         return row
 
     def get(self, sub_id: str) -> dict | None:
-        with self.session() as s:
-            row = s.scalar(select(Submission).where(Submission.id == sub_id))
-            return None if row is None else _row(row)
+        return self._one(Submission, Submission.__table__.c.id == sub_id)
 
     def get_artifact(self, sub_id: str) -> bytes | None:
         with self.session() as s:
