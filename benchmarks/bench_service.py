@@ -2,7 +2,9 @@
 
 Each client submits (JSON, its own candidate name, no wait), then polls its submission until it is graded,
 then submits the next; 429/503 answers are honoured (Retry-After) and counted. Printed: status codes, the
-intake latency of POST /v1/submissions (p50/p95/max), submit-to-graded latency (p50/p95/max), throughput.
+intake latency of POST /v1/submissions (p50/p95/max), submit-to-graded latency (p50/p95/max), throughput, and
+(with its own server) the CPU time per graded submission of the server's whole process tree and of the client,
+which a shared machine's load moves far less than the wall times.
 Exit 1 on any 5xx, a lost submission or a submission not graded.
 
     python benchmarks/bench_service.py                        # starts its own server (local sandbox, 2 workers)
@@ -34,7 +36,28 @@ def pct(values, q):
     return values[min(len(values) - 1, max(0, int(round(q / 100 * len(values) + 0.5)) - 1))]
 
 
-def run(url: str, token: str, submissions: int, clients: int, max_seconds: float) -> int:
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and every descendant, live or reaped: the server's API,
+    its grading processes and their sandbox workers. Steadier than wall times on a shared machine."""
+    tck = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                text = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            f = text[text.rindex(")") + 2:].split()
+            stats[int(entry)] = (int(f[1]), sum(int(x) for x in f[11:15]) / tck)   # ppid; utime stime cutime cstime
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += stats.get(p, (0, 0.0))[1]
+        todo += [c for c, (ppid, _) in stats.items() if ppid == p]
+    return total
+
+
+def run(url: str, token: str, submissions: int, clients: int, max_seconds: float, server_pid: int | None = None) -> int:
     sources = [(ROOT / "reference" / "mha_numpy.py").read_text(), (ROOT / "examples" / "mha_wrong_scale.py").read_text()]
     codes = collections.Counter()
     intake, e2e, lock = [], [], threading.Lock()
@@ -82,6 +105,8 @@ def run(url: str, token: str, submissions: int, clients: int, max_seconds: float
                         break
                     time.sleep(0.5)
 
+    cpu_server = tree_cpu(server_pid) if server_pid else None
+    cpu_client = sum(os.times()[:2])
     t_start = time.monotonic()
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
     for t in threads:
@@ -97,6 +122,10 @@ def run(url: str, token: str, submissions: int, clients: int, max_seconds: float
           f"max {max(intake, default=0) * 1000:.0f} ms")
     print(f"submit-to-graded latency:     p50 {pct(e2e, 50):.2f} s, p95 {pct(e2e, 95):.2f} s, "
           f"max {max(e2e, default=0):.2f} s")
+    graded = max(1, len(e2e))
+    if server_pid:
+        print(f"CPU per graded submission: server {(tree_cpu(server_pid) - cpu_server) / graded * 1000:.0f} ms "
+              f"(API, grading processes, sandbox workers), this client {(sum(os.times()[:2]) - cpu_client) / graded * 1000:.0f} ms")
     if len(e2e) != submissions:
         problems.append(f"{submissions - len(e2e)} submissions not graded within {max_seconds:g} s")
     for p in problems[:10]:
@@ -128,7 +157,8 @@ def main() -> int:
                                                          "GRADER_QUEUE_MAX": str(10 * args.submissions)}).start()
         try:
             print(f"server {server.url} (local sandbox, {args.workers} grading workers, SQLite in {data})")
-            return run(server.url, tokens["bench"], args.submissions, args.clients, args.max_seconds)
+            return run(server.url, tokens["bench"], args.submissions, args.clients, args.max_seconds,
+                       server_pid=server.proc.pid)
         finally:
             server.stop()
 
