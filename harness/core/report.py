@@ -189,12 +189,16 @@ def read_report(path: str | os.PathLike) -> Report:
     return Report.from_dict(data)
 
 
-def batch_error(report: "Report | dict") -> dict | None:
+def batch_error(report: Report) -> dict | None:
     """The error a batch recorded for a submission it could not grade ({kind: usage|infrastructure, message})."""
-    env = report.environment if isinstance(report, Report) else report.get("environment", {})
-    return env.get("batch", {}).get("error")
+    return _batch_error(report.environment)
 
 
-def is_infrastructure(report: dict) -> bool:
-    """Not a verdict on the submission: the grader failed (graded again on resume)."""
-    return (batch_error(report) or {}).get("kind") == "infrastructure"
+def is_infrastructure(data: dict) -> bool:
+    """Not a verdict on the submission: the grader failed (graded again on resume). ``data``: a report's JSON (the
+    batch reads its own files back as such)."""
+    return (_batch_error(data.get("environment", {})) or {}).get("kind") == "infrastructure"
+
+
+def _batch_error(environment: dict) -> dict | None:
+    return environment.get("batch", {}).get("error")

@@ -17,18 +17,17 @@ def render_summary(report: Report, *, audience: str = "interviewer", max_failure
     candidate: a group of hidden tests shows no message (the report is taken as it is, not filtered: the
     service's candidate view is filtered already). ``more`` ends the line that counts the failing tests not
     shown (where the rest can be read)."""
-    r = report
-    lines = [f"{r.exercise} ({r.track} track): {r.verdict.upper()}  "
-             f"score {_num(r.score)}/{_num(r.max_score)}  [{sandbox_label(r.environment)}, "
-             f"{r.timings.get('total_s', 0):.2f} s]"]
-    for diag in r.diagnosis:
+    lines = [f"{report.exercise} ({report.track} track): {report.verdict.upper()}  "
+             f"score {_num(report.score)}/{_num(report.max_score)}  [{sandbox_label(report.environment)}, "
+             f"{report.timings.get('total_s', 0):.2f} s]"]
+    for diag in report.diagnosis:
         lines.append(f"  diagnosis: {diag.bug}: {diag.summary}")
         if diag.hint:
             lines.append(f"    hint: {diag.hint}")
-    lines += category_line(r)
+    lines += category_line(report)
     shown = 0
-    groups = failure_groups(r.tests)
-    n_tests = len(r.tests)
+    groups = failure_groups(report.tests)
+    n_tests = len(report.tests)
     for group in groups:
         if shown >= max_failures:
             break
@@ -49,10 +48,10 @@ def render_summary(report: Report, *, audience: str = "interviewer", max_failure
     return lines
 
 
-def category_line(d: Report, *, width: int = WIDTH) -> list[str]:
+def category_line(report: Report, *, width: int = WIDTH) -> list[str]:
     """Points per category (they sum to the score), tests passed in brackets: ``numeric 2/17 pts [2/10 tests]``."""
     parts = [f"{c['category']} {_num(c['score'])}/{_num(c['max_score'])} pts [{c['passed']}/{c['total']} tests]"
-             for c in category_scores(d)]
+             for c in category_scores(report)]
     lines, cur = [], ""
     for p in parts:
         if cur and len(cur) + 3 + len(p) > width - 2:

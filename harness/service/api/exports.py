@@ -72,8 +72,8 @@ def export(request: Request, fmt: str, ids: str | None = Query(None, max_length=
     extra_header, extra = review.export_columns(request.app.state.store, rows, reports)
     w.writerow(CSV_COLUMNS + tuple(extra_header))
     for r in rows:
-        rep = reports.get(r["id"], {})
-        bugs = ";".join(d["bug"] for d in rep.get("diagnosis", []))
+        rep = reports.get(r["id"])
+        bugs = ";".join(d.bug for d in rep.diagnosis) if rep else ""
         w.writerow([_csv_cell(x) for x in (r["id"], r["candidate"], r.get("candidate_id"), r.get("round_id"),
                                            r["exercise"], r["track"], r["status"],
                                            r["verdict"], r["score"], r["max_score"], bugs, iso(r["received_at"]),
