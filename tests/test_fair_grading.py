@@ -11,6 +11,8 @@ import pytest
 from graders.common.suite import side_padding_mask
 from harness.core.checks import CheckFailure, assert_close, check_output, root_causes
 from harness.core.exercises import get_exercise
+from harness.core.report import Report
+from harness.core.report import TestResult as Result  # (not "Test*": pytest would collect it)
 from harness.grading.engine import _banned_api_result
 from harness.reports.summary import error_reason
 from harness.session.layouts import StructureError, match_layout
@@ -148,10 +150,12 @@ def test_key_padding_on_both_sides(side):
 
 def test_compare_says_why_a_report_whose_every_test_errored_failed():
     message = "your code raised TypeError: __init__() got an unexpected keyword argument 'bias' (in __init__)"
-    report = {"verdict": "failed", "tests": [{"id": f"t{i}", "status": "error", "message": message}
-                                             for i in range(3)]}
+    report = Report(exercise="mha", track="torch", verdict="failed", score=0, max_score=3, diagnosis=[],
+                    tests=[Result(id=f"t{i}", category="numeric", status="error", points=0, max_points=1,
+                                  message=message) for i in range(3)],
+                    environment={}, submission={}, timings={})
     assert "unexpected keyword argument 'bias'" in error_reason(report, limit=200)
-    report["tests"][0]["status"] = "failed"
+    report.tests[0].status = "failed"
     assert error_reason(report) == ""
 
 

@@ -324,14 +324,13 @@ def test_sidecar_round_trip_and_hash_check(tmp_path):
     item = {"test_id": "t", "h": 2, "g": None, "dtype": "float64",
             "arrays": {**_arrays(case), "out": np.ones((1, 3, 4)), "ref": np.zeros((1, 3, 4))}}
     entry = sidecar.save([item], tmp_path / "r.npz")
-    report = {"artifacts": entry}
-    (loaded,) = sidecar.load(report, tmp_path / "r.json")
+    (loaded,) = sidecar.load(entry, tmp_path / "r.json")
     assert set(loaded["arrays"]) == set(item["arrays"])
     np.testing.assert_array_equal(loaded["arrays"]["x"], case.x)
     with np.load(tmp_path / "r.npz", allow_pickle=False) as z:  # plain arrays only
         assert all(z[k].dtype != object for k in z.files)
     (tmp_path / "r.npz").write_bytes(b"tampered")
-    assert sidecar.load(report, tmp_path / "r.json") == []
+    assert sidecar.load(entry, tmp_path / "r.json") == []
 
 
 # -- the diagnosis card, plot ticks, test descriptions (issue 9) ---------------------------------------------
@@ -381,11 +380,12 @@ class _Cards(html.parser.HTMLParser):
 
 
 def test_diagnosis_card_leads_with_bug_and_summary_then_hint_and_an_evidence_table(graded):
+    from harness.core.report import read_report
     from harness.reports.html import render_html
 
     work, found = graded
     data = json.loads(found["bob"].read_text())
-    page = render_html(data, report_path=found["bob"])
+    page = render_html(read_report(found["bob"]), report_path=found["bob"])
     parser = _Cards()
     parser.feed(page)
     assert len(parser.cards) == len(data["diagnosis"]) == 1

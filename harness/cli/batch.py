@@ -70,7 +70,7 @@ def batch_cmd(paths, exercise, track, sandbox, jobs, out, junit_path, gradescope
 
         for it, report in typed:
             write_results(Path(out) / "gradescope" / it.slug / "results.json", report)
-    _summary(result, out, junit_path, gradescope)
+    _summary(result, {id(it): report for it, report in typed}, out, junit_path, gradescope)
     sys.exit(EXIT_INTERRUPTED if result.interrupted else result.exit_code)
 
 
@@ -130,7 +130,8 @@ class _Progress:
                                    soft_wrap=True)
 
 
-def _summary(result, out, junit_path, gradescope) -> None:
+def _summary(result, reports: dict, out, junit_path, gradescope) -> None:
+    """``reports``: the typed report of each item that has one, by the item's id()."""
     from rich.table import Table
 
     from harness.reports.summary import error_reason
@@ -143,9 +144,9 @@ def _summary(result, out, junit_path, gradescope) -> None:
                     ("note", {})):
         table.add_column(col, **kw)
     for it in result.items:
-        rep = it.report or {}
-        diag = ", ".join(d["bug"] for d in rep.get("diagnosis", [])) or error_reason(rep)
-        score = f"{rep.get('score', 0):g}/{rep.get('max_score', 0):g}" if rep else "-"
+        rep = reports.get(id(it))
+        diag = (", ".join(d.bug for d in rep.diagnosis) or error_reason(rep)) if rep else ""
+        score = f"{rep.score:g}/{rep.max_score:g}" if rep else "-"
         table.add_row(it.label, f"[{colour_of(it.outcome)}]{it.outcome}[/]", score, diag,
                       f"{it.seconds:.1f} s", "resumed" if it.resumed else "")
     out_console.print(table)

@@ -81,12 +81,14 @@ def submit_cmd(file, exercise, server, token, track, candidate, seed, wait, time
     """Send FILE to a grading server and print the submission's page. With --wait: the summary `grade run`
     prints and its exit codes (0 passed, 1 failed, 2 bad input, 3 infrastructure)."""
     from gradekit.submit import submit
-    from harness.reports.terminal import render_dict
+    from harness.core.report import Report
+    from harness.reports.terminal import render_summary
 
-    def render(report, json_written):
-        audience = "candidate" if any(t.get("redacted") for t in report.get("tests", [])) else "interviewer"
+    def render(data, json_written):
+        report = Report.from_dict(data)  # the server's view of it: a candidate's is redacted
+        audience = "candidate" if any(t.redacted for t in report.tests) else "interviewer"
         more = " (see the JSON report)" if json_written else " (see the submission's page)"
-        return render_dict(report, audience=audience, more=more)
+        return render_summary(report, audience=audience, more=more)
 
     sys.exit(_run(lambda: submit(file, exercise=exercise, server=server, token=token, track=track,
                                  candidate=candidate, seed=seed, wait=wait, timeout=timeout, json_path=json_path,

@@ -29,9 +29,16 @@ class TestResult:
     diagnostics: dict = dataclasses.field(default_factory=dict)
     duration_s: float = 0.0
     description: str = ""
+    # a candidate's view of a hidden test (harness.core.audience): its message, diagnostics and description
+    # withheld. Not in the schema: the JSON carries ``"redacted": true`` only on such a test (the candidate
+    # view the service returns), never on a report as graded
+    redacted: bool = False
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if not self.redacted:
+            del d["redacted"]
+        return d
 
 
 @dataclasses.dataclass
@@ -62,23 +69,32 @@ class Report:
     # them in a sidecar .npz (harness.core.sidecar) and the JSON's ``artifacts`` names it
     artifacts: list | None = dataclasses.field(default=None, repr=False, compare=False)
     extra: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)  # e.g. a read-back `artifacts`
+    # the round's feedback this view was cut to ("summary": harness.service.rounds.summary_report); not in the
+    # schema, in the JSON only when set
+    feedback: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
-        """A report from its JSON form (validate it first: :func:`read_report`)."""
+        """A report from its JSON form (validate it first: :func:`read_report`); ``to_dict()`` gives it back."""
         known = {"schema", "exercise", "track", "verdict", "score", "max_score", "tests", "diagnosis",
-                 "environment", "submission", "timings"}
+                 "environment", "submission", "timings", "feedback"}
         return cls(exercise=data["exercise"], track=data["track"], verdict=data["verdict"], score=data["score"],
                    max_score=data["max_score"], tests=[TestResult(**t) for t in data["tests"]],
                    diagnosis=[Diagnosis(**d) for d in data["diagnosis"]], environment=data["environment"],
                    submission=data["submission"], timings=data["timings"], schema=data.get("schema", SCHEMA_ID),
-                   extra={k: v for k, v in data.items() if k not in known})
+                   extra={k: v for k, v in data.items() if k not in known}, feedback=data.get("feedback"))
 
     def to_dict(self) -> dict:
         return {"schema": self.schema, "exercise": self.exercise, "track": self.track, "verdict": self.verdict,
                 "score": self.score, "max_score": self.max_score, "tests": [t.to_dict() for t in self.tests],
                 "diagnosis": [d.to_dict() for d in self.diagnosis], "environment": self.environment,
-                "submission": self.submission, "timings": self.timings, **self.extra}
+                "submission": self.submission, "timings": self.timings, **self.extra,
+                **({"feedback": self.feedback} if self.feedback is not None else {})}
+
+    @property
+    def sidecar(self) -> dict | None:
+        """The read-back ``artifacts`` entry naming the report's sidecar .npz (file, sha256, items), if any."""
+        return self.extra.get("artifacts")
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False, default=_jsonable)
@@ -159,7 +175,7 @@ def load_valid_report(path: Path) -> dict | None:
     return data if validate_report(data) else None
 
 
-def read_report(path: str | os.PathLike) -> dict:
+def read_report(path: str | os.PathLike) -> Report:
     """A report from disk, validated against the schema; UsageError (exit 2) when it is not one."""
     p = Path(path)
     try:
@@ -170,15 +186,19 @@ def read_report(path: str | os.PathLike) -> dict:
         raise UsageError(f"{str(p)!r} is not a JSON report ({type(exc).__name__})") from None
     if not validate_report(data):
         raise UsageError(f"{str(p)!r} is not a valid grading report (schema {SCHEMA_ID})")
-    return data
+    return Report.from_dict(data)
 
 
-def batch_error(report: "Report | dict") -> dict | None:
+def batch_error(report: Report) -> dict | None:
     """The error a batch recorded for a submission it could not grade ({kind: usage|infrastructure, message})."""
-    env = report.environment if isinstance(report, Report) else report.get("environment", {})
-    return env.get("batch", {}).get("error")
+    return _batch_error(report.environment)
 
 
-def is_infrastructure(report: dict) -> bool:
-    """Not a verdict on the submission: the grader failed (graded again on resume)."""
-    return (batch_error(report) or {}).get("kind") == "infrastructure"
+def is_infrastructure(data: dict) -> bool:
+    """Not a verdict on the submission: the grader failed (graded again on resume). ``data``: a report's JSON (the
+    batch reads its own files back as such)."""
+    return (_batch_error(data.get("environment", {})) or {}).get("kind") == "infrastructure"
+
+
+def _batch_error(environment: dict) -> dict | None:
+    return environment.get("batch", {}).get("error")

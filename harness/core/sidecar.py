@@ -37,9 +37,9 @@ def save(items: list[dict], path: str | os.PathLike) -> dict:
     return {"file": path.name, "sha256": hashlib.sha256(data).hexdigest(), "items": meta}
 
 
-def load(report: dict, report_path: str | os.PathLike | None) -> list[dict]:
-    """The items of a report's sidecar, or [] when there is none (or it does not match its recorded hash)."""
-    entry = report.get("artifacts")
+def load(entry: dict | None, report_path: str | os.PathLike | None) -> list[dict]:
+    """The items of a report's sidecar (``entry``: its ``artifacts``, :attr:`Report.sidecar`), or [] when there is
+    none (or it does not match its recorded hash)."""
     if not entry or report_path is None:
         return []
     path = Path(report_path).resolve().parent / Path(entry["file"]).name

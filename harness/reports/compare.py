@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from harness.core.errors import UsageError
-from harness.core.report import CATEGORIES
+from harness.core.report import CATEGORIES, Report
 from harness.core.report import read_report as load_report_file
 from harness.reports.style import css_rules
 from harness.reports.summary import category_scores, error_reason, title_of
@@ -41,7 +41,7 @@ table.cmp{border-collapse:collapse} .cmp th,.cmp td{border-bottom:1px solid #e3e
 """ + css_rules(".v")
 
 
-def collect_reports(paths) -> list[tuple[Path, dict]]:
+def collect_reports(paths) -> list[tuple[Path, Report]]:
     """Reports from files and folders (every ``*.json`` directly in a folder that is a valid report)."""
     found = []
     for raw in paths:
@@ -59,18 +59,18 @@ def collect_reports(paths) -> list[tuple[Path, dict]]:
     return found
 
 
-def rows(reports: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
+def rows(reports: list[tuple[Path, Report]]) -> tuple[list[str], list[dict]]:
     """Columns present (categories in canonical order) and one row per report."""
-    cats = [c for c in CATEGORIES if any(t["category"] == c for _, d in reports for t in d.get("tests", []))]
+    cats = [c for c in CATEGORIES if any(t.category == c for _, d in reports for t in d.tests)]
     out = []
     for path, d in reports:
         by_cat = {c["category"]: c for c in category_scores(d)}
-        out.append({"candidate": title_of(d) or path.name, "report": str(path), "exercise": d["exercise"],
-                    "track": d["track"], "verdict": d["verdict"], "score": d["score"], "max_score": d["max_score"],
+        out.append({"candidate": title_of(d) or path.name, "report": str(path), "exercise": d.exercise,
+                    "track": d.track, "verdict": d.verdict, "score": d.score, "max_score": d.max_score,
                     "categories": {c: by_cat.get(c) for c in cats},
-                    "bugs": [x["bug"] for x in d.get("diagnosis", [])],
+                    "bugs": [x.bug for x in d.diagnosis],
                     "not_graded": error_reason(d, limit=200),
-                    "time_s": float(d.get("timings", {}).get("total_s", 0.0))})
+                    "time_s": float(d.timings.get("total_s", 0.0))})
     return cats, out
 
 
@@ -78,11 +78,11 @@ def candidates(n: int) -> str:
     return f"{n} candidate" + ("" if n == 1 else "s")
 
 
-def mixed_exercises(reports: list[tuple[Path, dict]]) -> str:
+def mixed_exercises(reports: list[tuple[Path, Report]]) -> str:
     """A warning when the reports are not all for one exercise and track (their scores are not comparable),
     else ''."""
-    kinds = sorted({f"{d['exercise']} ({d['track']})" for _, d in reports})
-    if len({d["exercise"] for _, d in reports}) > 1:
+    kinds = sorted({f"{d.exercise} ({d.track})" for _, d in reports})
+    if len({d.exercise for _, d in reports}) > 1:
         return (f"these reports are for different exercises ({', '.join(kinds)}): their scores and categories "
                 "are not comparable")
     return ""
@@ -92,7 +92,7 @@ def _pct(score, max_score) -> float:
     return 100.0 * score / max_score if max_score else 0.0
 
 
-def render_html(reports: list[tuple[Path, dict]]) -> str:
+def render_html(reports: list[tuple[Path, Report]]) -> str:
     cats, table = rows(reports)
     e = lambda x: html.escape(str(x), quote=True)  # noqa: E731
     head = ["candidate", "exercise", "verdict", "score", *cats, "diagnosed bugs", "time"]
@@ -122,11 +122,11 @@ def render_html(reports: list[tuple[Path, dict]]) -> str:
     return "".join(out)
 
 
-def write_html(path: str | os.PathLike, reports: list[tuple[Path, dict]]) -> None:
+def write_html(path: str | os.PathLike, reports: list[tuple[Path, Report]]) -> None:
     from harness.core.report import write_atomic
 
     write_atomic(Path(path), render_html(reports))
 
 
-def to_json(reports: list[tuple[Path, dict]]) -> str:
+def to_json(reports: list[tuple[Path, Report]]) -> str:
     return json.dumps(rows(reports)[1], indent=2)

@@ -26,7 +26,7 @@ import numpy as np
 
 from harness.core import sidecar
 from harness.core.audience import for_audience
-from harness.core.report import batch_error
+from harness.core.report import Report, TestResult, batch_error
 from harness.reports import plots as arts
 from harness.reports.style import COLOUR, MARK, css_rules
 from harness.reports.summary import category_scores, fmt, title_of
@@ -193,7 +193,7 @@ def _plot_order(items: list[dict]) -> list[dict]:
 
 
 # -- page -----------------------------------------------------------------------------------------------
-def _source_block(report: dict, source: str | None) -> str:
+def _source_block(source: str | None) -> str:
     if source is None:
         return '<p class="note">The submission source is not available (file moved or changed since grading).</p>'
     from pygments import highlight
@@ -203,9 +203,9 @@ def _source_block(report: dict, source: str | None) -> str:
     return highlight(source, PythonLexer(), HtmlFormatter(linenos="table", cssclass="src", wrapcode=True))
 
 
-def find_source(report: dict, report_path: str | os.PathLike | None, source_path=None) -> str | None:
+def find_source(report: Report, report_path: str | os.PathLike | None, source_path=None) -> str | None:
     """The submission's text, only if its sha256 matches the report's."""
-    sub = report.get("submission", {})
+    sub = report.submission
     candidates = [Path(source_path)] if source_path else []
     if sub.get("path") and not source_path:
         p = Path(sub["path"])
@@ -253,21 +253,21 @@ def _evidence_table(evidence: dict) -> str:
     return f'<table class="evidence"><caption>evidence</caption><tbody>{"".join(rows)}</tbody></table>'
 
 
-def render_html(report: dict, *, audience: str = "interviewer", report_path=None, source_path=None) -> str:
+def render_html(report: Report, *, audience: str = "interviewer", report_path=None, source_path=None) -> str:
     d = for_audience(report, audience)
-    env, timings, sub = d.get("environment", {}), d.get("timings", {}), d.get("submission", {})
-    verdict = d["verdict"]
-    pct = f" <small>({100 * d['score'] / d['max_score']:.0f}%)</small>" if d["max_score"] else ""
+    env, timings, sub = d.environment, d.timings, d.submission
+    verdict = d.verdict
+    pct = f" <small>({100 * d.score / d.max_score:.0f}%)</small>" if d.max_score else ""
     out = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
-           f"<title>{e(title_of(d))}: {e(verdict.upper())} {d['score']:g}/{d['max_score']:g}</title>"
+           f"<title>{e(title_of(d))}: {e(verdict.upper())} {d.score:g}/{d.max_score:g}</title>"
            f"<style>{CSS}", _pygments_css(), "</style></head><body><main>"]
     # header
     out.append('<section class="head-section"><div class="head">'
                f'<div class="verdict {e(verdict)}" id="verdict">{e(verdict.upper())}</div>'
-               f'<div class="score" id="score">{d["score"]:g} / {d["max_score"]:g}{pct}</div>'
-               f'<div><h1>{e(title_of(d))}</h1><div class="meta">exercise <b>{e(d["exercise"])}</b> · '
-               f'{e(d["track"])} track · {e(env.get("sandbox"))} sandbox · {timings.get("total_s", 0):.2f} s · '
+               f'<div class="score" id="score">{d.score:g} / {d.max_score:g}{pct}</div>'
+               f'<div><h1>{e(title_of(d))}</h1><div class="meta">exercise <b>{e(d.exercise)}</b> · '
+               f'{e(d.track)} track · {e(env.get("sandbox"))} sandbox · {timings.get("total_s", 0):.2f} s · '
                + (f'seed {e(env["seed"])} · ' if env.get("seed") is not None else "")   # not for candidates
                + f'harness {e(env.get("harness"))} · audience {e(audience)}<br>'
                f'sha256 <code>{e(sub.get("sha256", ""))}</code></div></div></div>')
@@ -288,14 +288,14 @@ def render_html(report: dict, *, audience: str = "interviewer", report_path=None
         out.append("</section>")
     # diagnosis
     out.append('<section id="diagnosis"><h2>Diagnosis</h2>')
-    if d.get("diagnosis"):
-        for diag in d["diagnosis"]:
-            out.append(f'<div class="diag"><h3 class="bug-title"><span class="bug">{e(diag["bug"])}</span></h3>'
-                       f'<p class="summary">{e(diag["summary"])}</p>')
-            if diag.get("hint"):
-                out.append(f'<div class="hint">Hint: {e(diag["hint"])}</div>')
-            if diag.get("evidence"):
-                out.append(_evidence_table(diag["evidence"]))
+    if d.diagnosis:
+        for diag in d.diagnosis:
+            out.append(f'<div class="diag"><h3 class="bug-title"><span class="bug">{e(diag.bug)}</span></h3>'
+                       f'<p class="summary">{e(diag.summary)}</p>')
+            if diag.hint:
+                out.append(f'<div class="hint">Hint: {e(diag.hint)}</div>')
+            if diag.evidence:
+                out.append(_evidence_table(diag.evidence))
             out.append("</div>")
     elif verdict == "passed":
         out.append('<p class="note">Nothing to diagnose: every test passed.</p>')
@@ -303,9 +303,9 @@ def render_html(report: dict, *, audience: str = "interviewer", report_path=None
         out.append('<p class="note">No catalogued mistake reproduces these outputs; see the failing tests.</p>')
     out.append("</section>")
     # pictures
-    items = sidecar.load(d, report_path)
+    items = sidecar.load(d.sidecar, report_path)
     if audience == "candidate":
-        keep = {i["test_id"] for i in d.get("artifacts", {}).get("items", [])}
+        keep = {i["test_id"] for i in (d.sidecar or {}).get("items", [])}
         items = [i for i in items if i["test_id"] in keep]
     items = _plot_order(items)[:MAX_PLOTTED]
     if items:
@@ -321,33 +321,37 @@ def render_html(report: dict, *, audience: str = "interviewer", report_path=None
                 out.append(f'<figure><img alt="{e(caption)}" src="{src}"><figcaption>{e(caption)}</figcaption>'
                            "</figure>")
         out.append("</section>")
-    elif verdict != "passed" and d.get("tests"):
+    elif verdict != "passed" and d.tests:
         out.append('<section id="plots"><h2>Where the output goes wrong</h2><p class="note">No plot data: no '
                    "failing test kept arrays to draw (they are kept for failing tests whose output has the right "
                    "shape; <code>grade run</code> keeps them with <code>--json</code>).</p></section>")
     # tests
-    out.append(f'<section id="tests"><h2>Tests ({len(d.get("tests", []))})</h2><table class="tests"><thead><tr>'
+    out.append(f'<section id="tests"><h2>Tests ({len(d.tests)})</h2><table class="tests"><thead><tr>'
                "<th>status</th><th>category</th><th>test</th><th>points</th><th>time</th></tr></thead><tbody>")
-    for t in d.get("tests", []):
-        cls = t["status"] if t["status"] in COLOUR else ""
-        body = [f"<b>{e(t['id'])}</b>"]
-        if t.get("visibility") == "hidden":
-            body.append(' <span class="desc">(hidden)</span>')
-        if t.get("description"):
-            body.append(f'<div class="desc">{e(t["description"])}</div>')
-        if t.get("message"):
-            body.append(f'<div class="msg">{e(t["message"])}</div>')
-        body.append(_diagnostics_html(t.get("diagnostics", {})))
-        out.append(f'<tr><td><span class="st {cls}">{e(MARK.get(t["status"], t["status"].upper()))}</span></td>'
-                   f'<td>{e(t["category"])}</td><td>{"".join(body)}</td>'
-                   f'<td class="nw">{t["points"]:g}/{t["max_points"]:g}</td>'
-                   f'<td class="nw">{float(t.get("duration_s", 0)):.3f} s</td></tr>')
+    for t in d.tests:
+        out.append(_test_row(t))
     out.append("</tbody></table></section>")
     # source
     out.append('<section id="source"><h2>Submission</h2>')
-    out.append(_source_block(d, find_source(d, report_path, source_path)))
+    out.append(_source_block(find_source(d, report_path, source_path)))
     out.append("</section></main></body></html>")
     return "".join(out)
+
+
+def _test_row(t: TestResult) -> str:
+    cls = t.status if t.status in COLOUR else ""
+    body = [f"<b>{e(t.id)}</b>"]
+    if t.visibility == "hidden":
+        body.append(' <span class="desc">(hidden)</span>')
+    if t.description:
+        body.append(f'<div class="desc">{e(t.description)}</div>')
+    if t.message:
+        body.append(f'<div class="msg">{e(t.message)}</div>')
+    body.append(_diagnostics_html(t.diagnostics))
+    return (f'<tr><td><span class="st {cls}">{e(MARK.get(t.status, t.status.upper()))}</span></td>'
+            f'<td>{e(t.category)}</td><td>{"".join(body)}</td>'
+            f'<td class="nw">{t.points:g}/{t.max_points:g}</td>'
+            f'<td class="nw">{float(t.duration_s):.3f} s</td></tr>')
 
 
 def _pygments_css() -> str:
@@ -356,7 +360,7 @@ def _pygments_css() -> str:
     return HtmlFormatter(style="default").get_style_defs(".src")
 
 
-def write_html(path: str | os.PathLike, report: dict, **kw) -> None:
+def write_html(path: str | os.PathLike, report: Report, **kw) -> None:
     from harness.core.report import write_atomic
 
     write_atomic(Path(path), render_html(report, **kw))

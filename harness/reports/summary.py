@@ -5,56 +5,55 @@ from __future__ import annotations
 
 import json
 
-from harness.core.report import CATEGORIES, batch_error
+from harness.core.report import CATEGORIES, Report, TestResult, batch_error
 
 
-def category_scores(report: dict) -> list[dict]:
+def category_scores(report: Report) -> list[dict]:
     cats: dict[str, dict] = {}
-    for t in report.get("tests", []):
-        c = cats.setdefault(t["category"], {"category": t["category"], "score": 0.0, "max_score": 0.0,
-                                            "passed": 0, "total": 0})
-        c["score"] += t["points"]
-        c["max_score"] += t["max_points"]
-        c["passed"] += t["status"] == "passed"
+    for t in report.tests:
+        c = cats.setdefault(t.category, {"category": t.category, "score": 0.0, "max_score": 0.0,
+                                         "passed": 0, "total": 0})
+        c["score"] += t.points
+        c["max_score"] += t.max_points
+        c["passed"] += t.status == "passed"
         c["total"] += 1
     return [cats[c] for c in CATEGORIES if c in cats] + [v for k, v in cats.items() if k not in CATEGORIES]
 
 
-def failure_groups(tests: list[dict]) -> list[list[dict]]:
+def failure_groups(tests: list[TestResult]) -> list[list[TestResult]]:
     """Failing tests (not passed, not skipped) grouped by identical status, message and diagnostics, in order
     of first appearance: an import error or a worker that stopped answering fails every test the same way,
     and is shown once."""
-    groups: dict[str, list[dict]] = {}
+    groups: dict[str, list[TestResult]] = {}
     for t in tests:
-        if t["status"] in ("passed", "skipped"):
+        if t.status in ("passed", "skipped"):
             continue
-        key = json.dumps([t["status"], t.get("message", ""), t.get("diagnostics", {})], sort_keys=True,
-                         default=str)
+        key = json.dumps([t.status, t.message, t.diagnostics], sort_keys=True, default=str)
         groups.setdefault(key, []).append(t)
     return list(groups.values())
 
 
-def error_reason(report: dict, limit: int = 100) -> str:
+def error_reason(report: Report, limit: int = 100) -> str:
     """Why a report's verdict is ``error``, or why a failed report earned nothing, in one short line: the batch's
     own error (``usage: ...``, ``infrastructure: ...``), else the failure most tests share (an import error, a dead
     worker, a constructor that raises). Empty for other reports."""
     err = batch_error(report)
-    tests = report.get("tests", [])
-    all_errored = bool(tests) and not any(t.get("status") in ("passed", "failed", "skipped") for t in tests)
+    tests = report.tests
+    all_errored = bool(tests) and not any(t.status in ("passed", "failed", "skipped") for t in tests)
     if err:
         text = f"{err.get('kind')}: {err.get('message', '')}"
-    elif report.get("verdict") == "error" or all_errored:
-        groups = failure_groups(report.get("tests", []))
+    elif report.verdict == "error" or all_errored:
+        groups = failure_groups(tests)
         biggest = max(groups, key=len) if groups else None
-        text = biggest[0].get("message", "") if biggest else "no test ran"
+        text = biggest[0].message if biggest else "no test ran"
     else:
         return ""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def title_of(report: dict) -> str:
-    return report.get("submission", {}).get("path") or report.get("submission", {}).get("sha256", "")[:12]
+def title_of(report: Report) -> str:
+    return report.submission.get("path") or report.submission.get("sha256", "")[:12]
 
 
 def fmt(x) -> str:

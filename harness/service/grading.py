@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.core.version import __version__ as HARNESS_VERSION  # noqa: F401
 from harness.core.errors import GraderError, InfrastructureError, UsageError  # noqa: F401
+from harness.core.report import Report  # the typed report the renderers take (light: the renderers load later)
 from harness.core.exercises import TRACKS  # every track the grader knows; each exercise offers some of them
 from harness.grading.process import GradingProcess, Runner, serve  # noqa: F401  (light: the engine loads later)
 
@@ -177,51 +178,47 @@ def sweep_leftovers(work_dir: Path) -> list[str]:
 
 
 # -- reports and renderers -------------------------------------------------------------------------------
-def for_audience(report: dict, audience: str) -> dict:
+def load_report(report_json: str) -> Report:
+    """A stored report (the store's ``report_json``, as graded) as the typed report every renderer takes."""
+    return Report.from_dict(json.loads(report_json))
+
+
+def for_audience(report: Report, audience: str) -> Report:
     from harness.core.audience import for_audience as f
 
     return f(report, audience)
 
 
-def validate_report(report: dict) -> bool:
-    from harness.core.report import validate_report as v
-
-    return v(report)
-
-
-def summary_lines(report: dict, audience: str = "interviewer") -> list[str]:
+def summary_lines(report: Report, audience: str = "interviewer") -> list[str]:
     """The terminal summary `grade run` prints."""
-    from harness.reports.terminal import render_dict
+    from harness.reports.terminal import render_summary
 
-    return render_dict(report, audience=audience)
+    return render_summary(report, audience=audience)
 
 
-def report_html(report: dict, *, audience: str, source: str | None, npz: bytes | None) -> str:
+def report_html(report: Report, *, audience: str, source: str | None, npz: bytes | None) -> str:
     """The self-contained HTML report (plots from the stored .npz, the source from the store)."""
     from harness.reports.html import render_html
 
     with tempfile.TemporaryDirectory(prefix="grader-html-") as tmp:
         report_path = Path(tmp) / "report.json"
         source_path = None
-        if npz is not None and report.get("artifacts"):
-            (Path(tmp) / Path(report["artifacts"]["file"]).name).write_bytes(npz)
+        if npz is not None and report.sidecar:
+            (Path(tmp) / Path(report.sidecar["file"]).name).write_bytes(npz)
         if source is not None:
             source_path = Path(tmp) / "submission.py"
             source_path.write_bytes(source.encode("utf-8"))
         return render_html(report, audience=audience, report_path=report_path, source_path=source_path)
 
 
-def compare_html(named_reports: list[tuple[str, dict]]) -> str:
-    import copy
+def compare_html(named_reports: list[tuple[str, Report]]) -> str:
+    import dataclasses
 
     from harness.reports.compare import render_html
 
-    out = []
-    for name, r in named_reports:
-        r = copy.deepcopy(r)
-        r.setdefault("submission", {})["path"] = name   # the compare table names rows by submission path
-        out.append((Path(name), r))
-    return render_html(out)
+    # the compare table names rows by submission path
+    return render_html([(Path(name), dataclasses.replace(r, submission={**r.submission, "path": name}))
+                        for name, r in named_reports])
 
 
 def compare_script_hashes() -> list[str]:
@@ -232,28 +229,26 @@ def compare_script_hashes() -> list[str]:
     return [base64.b64encode(hashlib.sha256(js.encode()).digest()).decode()] if js else []
 
 
-def junit_xml(named_reports: list[tuple[str, dict]]) -> str:
-    from harness.core.report import Report
+def junit_xml(named_reports: list[tuple[str, Report]]) -> str:
     from harness.reports.junit import to_xml
 
-    return to_xml([(name, Report.from_dict(r)) for name, r in named_reports], name="grade serve export")
+    return to_xml(named_reports, name="grade serve export")
 
 
-def gradescope_results(report: dict) -> dict:
-    from harness.core.report import Report
+def gradescope_results(report: Report) -> dict:
     from harness.reports.gradescope import results_json
 
-    return results_json(Report.from_dict(report))
+    return results_json(report)
 
 
-def failure_groups(tests: list[dict]) -> list[list[dict]]:
-    """Failing tests grouped by identical status, message and diagnostics (one crash shown once)."""
+def failure_groups(tests: list) -> list[list]:
+    """Failing tests (``TestResult``) grouped by identical status, message and diagnostics (one crash shown once)."""
     from harness.reports.summary import failure_groups as f
 
     return f(tests)
 
 
-def category_scores(report: dict) -> list[dict]:
+def category_scores(report: Report) -> list[dict]:
     from harness.reports.summary import category_scores as c
 
     return c(report)

@@ -36,12 +36,12 @@ def diff_table(before: dict, after: dict) -> Markup:
     return Markup(table)
 
 
-def _diagnosis(report: dict | None) -> list[str]:
-    return [d.get("bug", "") for d in (report or {}).get("diagnosis", []) if d.get("bug")]
+def _diagnosis(report: grading.Report | None) -> list[str]:
+    return [d.bug for d in report.diagnosis if d.bug] if report else []
 
 
 def attempt_view(row: dict) -> dict:
-    report = json.loads(row["report_json"]) if row.get("report_json") else None
+    report = grading.load_report(row["report_json"]) if row.get("report_json") else None
     return {"id": row["id"], "attempt": row["attempt"], "exercise": row["exercise"], "received_at": iso(row["received_at"]),
             "finished_at": iso(row["finished_at"]), "status": row["status"], "verdict": row["verdict"],
             "score": row["score"], "max_score": row["max_score"], "final_score": store_review.final_score(row),
@@ -81,8 +81,8 @@ def analytics(rows: list[dict], overrides: dict[str, dict], started: dict[str, o
         for r in subs:
             per_cand.setdefault(r.get("candidate_id") or r["id"], []).append(r)
             if r["status"] == "done" and r["report_json"]:
-                rep = json.loads(r["report_json"])
-                failed.update(t.get("id") or t.get("name", "?") for t in rep.get("tests", []) if t["status"] not in ("passed", "skipped"))
+                rep = grading.load_report(r["report_json"])
+                failed.update(t.id for t in rep.tests if t.status not in ("passed", "skipped"))
                 bugs.update(_diagnosis(rep))
         hist = [0] * 10
         passed, to_pass, attempts = 0, [], []
@@ -162,7 +162,7 @@ def export_zip(store, candidate_id: str) -> bytes | None:
 CATEGORY_COLUMNS = ("shape", "numeric", "edge", "gradient", "structure")
 
 
-def export_columns(store, rows: list[dict], reports: dict[str, dict]) -> tuple[list[str], dict[str, list]]:
+def export_columns(store, rows: list[dict], reports: dict[str, grading.Report]) -> tuple[list[str], dict[str, list]]:
     """The CSV's review columns: points per category, the attempt number, attempts used, best and last final score
     of the candidate on that round's exercise, the rubric's points per criterion, and the override."""
     sub_ids = [r["id"] for r in rows]

@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 
 from harness.service import grading
+from harness.service.grading import Report
 from harness.service.auth import Principal
 from harness.service.errors import ApiError
 from harness.service.store import rounds as store_rounds
@@ -164,19 +165,19 @@ def policy(store, who: Principal, row: dict) -> str:
     return r["feedback_after"] or "full"
 
 
-def summary_report(report: dict) -> dict:
+def summary_report(report: Report) -> Report:
     """The candidate view cut to the verdict, the points per test and category and the diagnosis: no test
     messages, descriptions, diagnostics, inputs or plots."""
-    d = grading.for_audience(report, "candidate")
-    for t in d.get("tests", []):
-        t["message"], t["diagnostics"], t["description"] = "", {}, ""
-    for diag in d.get("diagnosis", []):
-        diag["evidence"] = {}
-    if "artifacts" in d:
-        d["artifacts"]["items"] = []
-    d["feedback"] = "summary"
-    d.setdefault("environment", {})["note"] = SUMMARY_NOTE
-    return d
+    r = grading.for_audience(report, "candidate")
+    for t in r.tests:
+        t.message, t.diagnostics, t.description = "", {}, ""
+    for diag in r.diagnosis:
+        diag.evidence = {}
+    if r.sidecar is not None:
+        r.sidecar["items"] = []
+    r.feedback = "summary"
+    r.environment["note"] = SUMMARY_NOTE
+    return r
 
 
 def received_report(row: dict, r: dict | None) -> dict:
@@ -186,16 +187,23 @@ def received_report(row: dict, r: dict | None) -> dict:
             "message": "your submission was received; its feedback is shown after the round closes"}
 
 
-def report_for(store, who: Principal, row: dict, report: dict) -> dict:
-    """``report`` (the full, interviewer report) cut to what the caller may read."""
+def report_for(store, who: Principal, row: dict, report: Report) -> Report | None:
+    """``report`` (the full, interviewer report) cut to what the caller may read; None while the round holds its
+    feedback back (after_close, before the close: :func:`received_report` says so)."""
     p = policy(store, who, row)
     if p == "interviewer":
         return copy.deepcopy(report)
     if p == "summary":
         return summary_report(report)
     if p == "received":
-        return received_report(row, store_rounds.get(store, row["round_id"]))
+        return None
     return grading.for_audience(report, "candidate")
+
+
+def report_json(store, who: Principal, row: dict, report: Report) -> dict:
+    """The JSON the API answers with: the report cut for the caller, or that it was received."""
+    cut = report_for(store, who, row, report)
+    return received_report(row, store_rounds.get(store, row["round_id"])) if cut is None else cut.to_dict()
 
 
 def row_for(store, who: Principal, row: dict) -> dict:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 from fastapi import Request
 
@@ -51,11 +50,12 @@ def track_or_422(track: str, allow_auto: bool = True, exercise: str | None = Non
         raise ApiError(422, "unknown_track", f"track: {exc.message}") from None
 
 
-def report_for(row: dict, audience: str) -> dict:
+def report_for(row: dict, audience: str) -> grading.Report:
+    """The submission's stored report for ``audience`` (409 while it has none)."""
     if row["status"] != "done" or not row["report_json"]:
         raise ApiError(409, "not_ready", f"submission {row['id']} has no report yet (status {row['status']})",
                        headers={"Retry-After": "2"})
-    return grading.for_audience(json.loads(row["report_json"]), audience)
+    return grading.for_audience(grading.load_report(row["report_json"]), audience)
 
 
 def parse_since(value) -> dt.datetime | None:

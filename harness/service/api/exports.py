@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import json
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -59,7 +58,7 @@ def export(request: Request, fmt: str, ids: str | None = Query(None, max_length=
     if fmt not in ("junit", "gradescope", "csv"):
         raise ApiError(404, "not_found", f"unknown export format {fmt!r}; choose junit, gradescope or csv")
     rows = select_rows(request, ids, exercise, candidate, verdict, since, limit, round)
-    done = [(r, json.loads(r["report_json"])) for r in rows if r["status"] == "done" and r["report_json"]]
+    done = [(r, grading.load_report(r["report_json"])) for r in rows if r["status"] == "done" and r["report_json"]]
     label = lambda r: f"{r['candidate'] or 'anonymous'}/{r['filename']}/{r['id']}"  # noqa: E731
     if fmt == "junit":
         return Response(grading.junit_xml([(label(r), rep) for r, rep in done]), media_type="application/xml",
@@ -73,8 +72,8 @@ def export(request: Request, fmt: str, ids: str | None = Query(None, max_length=
     extra_header, extra = review.export_columns(request.app.state.store, rows, reports)
     w.writerow(CSV_COLUMNS + tuple(extra_header))
     for r in rows:
-        rep = reports.get(r["id"], {})
-        bugs = ";".join(d["bug"] for d in rep.get("diagnosis", []))
+        rep = reports.get(r["id"])
+        bugs = ";".join(d.bug for d in rep.diagnosis) if rep else ""
         w.writerow([_csv_cell(x) for x in (r["id"], r["candidate"], r.get("candidate_id"), r.get("round_id"),
                                            r["exercise"], r["track"], r["status"],
                                            r["verdict"], r["score"], r["max_score"], bugs, iso(r["received_at"]),

@@ -240,7 +240,7 @@ async def create_submission(request: Request, wait: float = Query(0, ge=0, le=MA
     report = None
     store = request.app.state.store
     if row["status"] == "done" and wait:
-        report = rounds.report_for(store, who, row, report_for(row, "interviewer"))
+        report = rounds.report_json(store, who, row, report_for(row, "interviewer"))
     code = 200 if row["status"] in ("done", "infrastructure_error") or not created else 202
     return JSONResponse(_out(rounds.row_for(store, who, row), who, report), status_code=code,
                         headers={"Location": f"/v1/submissions/{row['id']}"})
@@ -308,8 +308,8 @@ def get_report(sub_id: str, request: Request,
     interviewers may ask for it with `?audience=candidate`."""
     row = visible_row(request, who, sub_id)
     if who.is_staff:
-        return JSONResponse(report_for(row, audience or "interviewer"))
-    return JSONResponse(rounds.report_for(request.app.state.store, who, row, report_for(row, "interviewer")))
+        return JSONResponse(report_for(row, audience or "interviewer").to_dict())
+    return JSONResponse(rounds.report_json(request.app.state.store, who, row, report_for(row, "interviewer")))
 
 
 @router.get("/{sub_id}/report.html", response_class=HTMLResponse,

@@ -4,7 +4,6 @@ rubric, override, notes, report versions, the audit trail), and per round the si
 
 from __future__ import annotations
 
-import json
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -123,7 +122,7 @@ def _review_page(request, who, sub_id, *, version: int = 0, error=None, status=2
         return _not_found(request, who, "submission")
     shown = store_review.version(store, sub_id, version) if version else None
     report_json = shown["report_json"] if shown else row["report_json"]
-    report = json.loads(report_json) if report_json else None
+    report = grading.load_report(report_json) if report_json else None
     r = store_rounds.get(store, row["round_id"]) if row["round_id"] else None
     return _render(
         request, "attempt.html", status, who=who, sub=review.attempt_view(row), row=row, round=r, error=error,

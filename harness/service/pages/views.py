@@ -9,7 +9,6 @@ is the token in an HttpOnly, SameSite=Strict cookie; every form that changes som
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 from pathlib import Path
@@ -161,9 +160,14 @@ def _exercises(request: Request, who: Principal, *, error: str | None = None, st
     if chosen.get("track") not in ("auto", *grading.TRACKS):
         chosen["track"] = "auto"
     mine = store.list_submissions(candidate_id=who.candidate_id or "", limit=20) if not who.is_staff else []
+    my_rounds = rounds.open_rounds(store, who)
+    # a candidate in rounds may submit only while one of them is open and its time limit has not run out: the
+    # form is not offered otherwise (the API would refuse it with round_closed / round_not_open / time_limit)
+    can_submit = who.is_staff or not my_rounds or any(r["state"] == "open" and r["seconds_left"] > 0
+                                                      for r in my_rounds)
     resp = _render(request, "exercises.html", status, who=who, exercises=exercises, error=error, chosen=chosen,
                    mine=[views.submission_view(rounds.row_for(store, who, r), who.audience) for r in mine],
-                   my_rounds=rounds.open_rounds(store, who), tracks=grading.TRACKS,
+                   my_rounds=my_rounds, can_submit=can_submit, tracks=grading.TRACKS,
                    track_labels={"numpy": "NumPy", "torch": "PyTorch", "python": "Python"})
     resp.headers.update(headers or {})
     return resp
@@ -233,9 +237,9 @@ def submission_page(request: Request, sub_id: str):
     sub = views.submission_view(rounds.row_for(store, who, row), who.audience)
     report, cats, failing = None, [], []
     if row["status"] == "done" and row["report_json"] and rounds.policy(store, who, row) != "received":
-        report = rounds.report_for(store, who, row, json.loads(row["report_json"]))
+        report = rounds.report_for(store, who, row, grading.load_report(row["report_json"]))
         cats = grading.category_scores(report)
-        failing = grading.failure_groups(report.get("tests", []))
+        failing = grading.failure_groups(report.tests)
     return _render(request, "submission.html", who=who, sub=sub, report=report, cats=cats, failing=failing,
                    refresh=row["status"] in ("queued", "running"))
 
@@ -310,8 +314,8 @@ def compare_page(request: Request, ids: list[str] = Query(default=[], max_length
     if not who.is_staff:
         return _forbidden(request, who, "Comparing candidates")
     rows = request.app.state.store.list_submissions(ids=[i for i in ids if len(i) <= 64][:50], limit=50)
-    done = [(f"{r['candidate'] or 'anonymous'} · {r['filename']} · {r['id'][:8]}", json.loads(r["report_json"]))
-            for r in rows if r["status"] == "done" and r["report_json"]]
+    done = [(f"{r['candidate'] or 'anonymous'} · {r['filename']} · {r['id'][:8]}",
+             grading.load_report(r["report_json"])) for r in rows if r["status"] == "done" and r["report_json"]]
     if not done:
         return _render(request, "message.html", 422, who=who, title="Nothing to compare",
                        message="Select graded submissions in the list, then press Compare.")
