@@ -7,7 +7,8 @@ Prints, in milliseconds from the process's start (as the one-shot CLI would see 
 - the host's own imports (harness.cli, then what grade() pulls in), measured in this process;
 - the worker: spawn requested, boot frame (its interpreter and imports done), ready frame (the candidate's
   import done), as the host observes them;
-- every request to the worker (sent -> answered, with its kind), grouped per test (the suite's progress hook);
+- every request to the worker (sent -> answered, with its kind), grouped per test (the suite's progress hook); for
+  requests sent ahead of their answers (the sweep's pipeline), the time spent waiting for each answer;
 - the oracle (graders/common/oracle.py, flash_oracle.py, gradients.py), summed per test;
 - the diagnosis and the report.
 Also the totals per phase. With --repeat N, the same grade again in this process (what a long-lived service
@@ -91,7 +92,26 @@ def instrument() -> None:
             per_test[current["test"]]["worker calls"] += cost
             per_test[current["test"]]["calls"] += 1
 
+    pipeline = Session.pipeline
+
+    def p_pipeline(self, requests, *a, **kw):  # requests sent ahead: the time waiting for each answer
+        answers = pipeline(self, requests, *a, **kw)
+        try:
+            while True:
+                t = time.monotonic()
+                try:
+                    answer = next(answers)
+                except StopIteration:
+                    return
+                finally:
+                    per_test[current["test"]]["worker calls"] += (time.monotonic() - t) * 1000
+                per_test[current["test"]]["calls"] += 1
+                yield answer
+        finally:
+            answers.close()
+
     Session.start, Session._boot, Session.ensure_ready, Session.request = p_start, p_boot, p_ensure, p_request
+    Session.pipeline = p_pipeline
 
     import graders.common.flash_oracle as fo
     import graders.common.gradients as gr

@@ -115,3 +115,21 @@ def test_a_local_grade_from_the_cli_imports_none_of_the_service():
             "print(cmd.name, bad)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "run []", out
+
+
+def test_a_full_folder_is_pruned_to_half_oldest_first_and_written_again(store, monkeypatch):
+    import os
+
+    monkeypatch.setattr(answers, "DISK_ENTRIES", 6)
+    old = store / "ab"
+    old.mkdir(parents=True)
+    for i in range(7):   # over the cap: before this change nothing was written any more
+        f = old / f"ab{i}.npy"
+        np.save(f, np.zeros(1))
+        os.utime(f, (1000 + i, 1000 + i))
+    case, rows = _case()
+    with answers.use_disk(True):
+        kept_reference(case, rows)
+    left = sorted(p.name for p in old.iterdir())
+    assert left == ["ab4.npy", "ab5.npy", "ab6.npy"], left  # the 3 most recently used stay (6 // 2)
+    assert len(list(store.rglob("*.npy"))) == 4           # and the new answer was written

@@ -91,3 +91,22 @@ def test_a_numeric_mistake_is_not_also_called_a_lower_precision(exercise, bug, s
         path = write_mutant(tmp_path, exercise, "numpy", {bug})
     report = grade(exercise=exercise, submission=path, track="numpy", sandbox="local", seed=seed)
     assert [d.bug for d in report.diagnosis] == [bug]
+
+
+def test_the_mutants_answers_are_computed_once_per_process(tmp_path, local_warm_pool, monkeypatch):
+    """The diagnosis's mutant oracles depend on the cases, not on the candidate's outputs: a grading process's second
+    failing grade on the same cases computes none of them again, and names the same mistake."""
+    from graders.mutants import diagnose as dg
+
+    calls = []
+    real = dg._mutant_output
+    monkeypatch.setattr(dg, "_mutant_output", lambda obs, bugs: calls.append(1) or real(obs, bugs))
+    monkeypatch.setattr(dg, "_memo", type(dg._memo)())
+    monkeypatch.setattr(dg, "_memo_size", [0])
+    path = write_mutant(tmp_path, "mha", "numpy", {"scale_sqrt_d"})
+    first = grade(exercise="mha", submission=path, track="numpy", sandbox=local_warm_pool)
+    computed = len(calls)
+    second = grade(exercise="mha", submission=path, track="numpy", sandbox=local_warm_pool)
+    assert computed > 0 and len(calls) == computed
+    assert [d.to_dict() for d in first.diagnosis] == [d.to_dict() for d in second.diagnosis]
+    assert first.diagnosis[0].bug == "scale_sqrt_d"

@@ -20,7 +20,13 @@ from tests.service.support import Server, error_of, make_tokens, store_rows, sub
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = (ROOT / "reference" / "mha_numpy.py").read_text()
-SLOW = "import time\ntime.sleep(5)\n" + REF
+
+
+def slow(seconds: float = 5.0) -> str:
+    """The reference, whose import waits until ``seconds`` from now (wall clock): submissions sent in that time are
+    all in flight together, and those that start after it grade at once (a fixed sleep in each made the last of a
+    full queue wait for every other's sleep in turn)."""
+    return f"import time\ntime.sleep(max(0.0, {time.time() + seconds!r} - time.time()))\n" + REF
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +44,10 @@ def srv(tmp_path_factory):
 
 def test_in_flight_cap_is_429_with_retry_after(srv):
     fay = srv.client(srv.tokens["fay"])
-    codes = [submit(fay, "mha", SLOW).status_code for _ in range(2)]
+    source = slow()
+    codes = [submit(fay, "mha", source).status_code for _ in range(2)]
     assert codes == [202, 202]
-    r = submit(fay, "mha", SLOW)
+    r = submit(fay, "mha", source)
     assert r.status_code == 429 and error_of(r)["code"] == "too_many_in_flight"
     assert int(r.headers["retry-after"]) >= 1
     assert sum(row["candidate"] == "fay" for row in store_rows(srv.data_dir)) == 2
@@ -63,9 +70,9 @@ def test_rate_limit_is_429_with_retry_after(srv):
 
 def test_full_queue_is_503_with_retry_after(srv):
     ivy = srv.client(srv.tokens["ivy"])
-    codes = []
+    codes, source = [], slow()
     for _ in range(6):
-        r = submit(ivy, "mha", SLOW)
+        r = submit(ivy, "mha", source)
         codes.append(r.status_code)
         if r.status_code == 503:
             assert error_of(r)["code"] == "queue_full" and r.headers["retry-after"] == "10"

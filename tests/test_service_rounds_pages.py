@@ -42,8 +42,9 @@ def _context(browser):
     return ctx, pg
 
 
-def _upload(pg, tmp_path, exercise: str, source: str, name: str = "solution.py"):
-    pg.goto(pg.url.split("/", 3)[0] + "//" + pg.url.split("/", 3)[2] + "/exercises")
+def _upload(pg, tmp_path, exercise: str, source: str, name: str = "solution.py", *, reload: bool = True):
+    if reload:
+        pg.goto(pg.url.split("/", 3)[0] + "//" + pg.url.split("/", 3)[2] + "/exercises")
     f = tmp_path / name
     f.write_text(source)
     pg.select_option("#exercise", exercise)
@@ -132,15 +133,20 @@ def test_a_round_in_the_browser(srv, browser, tmp_path):
     _upload(a, tmp_path, "mha", REF)
     assert a.url == srv.url + "/submit" and "all 3 attempts at mha" in a.inner_text("#error")
     a.screenshot(path=str(SHOTS / "round-attempt-limit.png"), full_page=True)
-    # the interviewer closes the round: a submission is refused
+    # the interviewer closes the round while b has the form open: b's submission is refused, with the reason
+    b.goto(srv.url + "/exercises")
     ivy.goto(round_url)
     ivy.click("#close-round")
     ivy.wait_for_load_state()
     assert ivy.inner_text("#round-state") == "closed"
-    _upload(b, tmp_path, "kv_cache", REF)
+    _upload(b, tmp_path, "kv_cache", REF, reload=False)
     assert "closed at" in b.inner_text("#error") and not iso.search(b.inner_text("#error"))
     assert len(store_rows(srv.data_dir)) == before
     b.screenshot(path=str(SHOTS / "round-closed.png"), full_page=True)
+    # and the page no longer offers the form once the round is closed
+    b.goto(srv.url + "/exercises")
+    assert b.locator("#upload form").count() == 0 and b.locator("#file").count() == 0
+    assert "round has ended" in b.inner_text("#no-submit")
     for pg in (ivy, a, b):
         assert pg.csp_errors == []
     for ctx in (ivy_ctx, *contexts):

@@ -22,6 +22,7 @@ every run. The budgets exist for speed: a passing grade has to stay near its tim
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -256,13 +257,21 @@ def attempt(candidate, problem, sh: Shape, record, *, keep: bool = False) -> Fai
     Everything here runs in the calling thread: a background thread doing BLAS work while the engine forks a
     fresh worker (after a crash or a timeout) can deadlock OpenBLAS, whose fork handler stops its thread pool."""
     case = fit(candidate, build(problem, sh))
-    rows = checked_rows(sh)
     try:
         result = candidate.run(case)
     except CandidateException as exc:
-        if exc.phase == "import":   # the file itself does not load: nothing about this shape, nothing to shrink
-            raise
-        return Failure(f"your code raised {exc}", {}, exc)
+        result = exc
+    return judge(sh, case, result, record, keep=keep)
+
+
+def judge(sh: Shape, case: Case, result, record, *, keep: bool = False) -> Failure | None:
+    """:func:`attempt`'s verdict on the candidate's ``result`` for ``case`` (built from ``sh``): None if it matches
+    the reference, else a Failure. ``result`` may be the CandidateException the call raised."""
+    rows = checked_rows(sh)
+    if isinstance(result, CandidateException):
+        if result.phase == "import":   # the file itself does not load: nothing about this shape, nothing to shrink
+            raise result
+        return Failure(f"your code raised {result}", {}, result)
     try:
         out = check_output(result, shape=case.x.shape, dtype=sh.dtype)
     except CheckFailure as exc:
@@ -378,6 +387,36 @@ def run_checked(candidate, problem, sh: Shape, record, describe_case) -> Failure
         return attempt(candidate, problem, sh, record, keep=True)
     except WorkerFault as exc:  # timeout, memory, crash: not shrunk (each try could cost the full limit)
         raise WorkerFault(exc.status, f"{exc.message} (on {describe_case(sh)})", exc.diagnostics) from None
+
+
+def run_all_checked(candidate, problem, shapes: list[Shape], record, describe_case):
+    """:func:`run_checked` on each shape in order, yielding ``(index, Failure or None)``; a WorkerFault names the
+    shape it happened on and ends it. A candidate that can (``run_many``) gets the cases ahead of its answers:
+    the same calls in the same order, the worker computing the next ones while this one is checked here."""
+    run_many = getattr(candidate, "run_many", None)
+    built: list[Case | None] = []
+    done = 0
+
+    def cases():
+        for sh in shapes:
+            built.append(fit(candidate, build(problem, sh)))
+            yield built[-1]
+
+    try:
+        if run_many is None:
+            for sh in shapes:
+                failure = attempt(candidate, problem, sh, record, keep=True)
+                yield done, failure
+                done += 1
+            return
+        with contextlib.closing(run_many(cases())) as results:
+            for result in results:
+                failure = judge(shapes[done], built[done], result, record, keep=True)
+                built[done] = None
+                yield done, failure
+                done += 1
+    except WorkerFault as exc:  # timeout, memory, crash: not shrunk (each try could cost the full limit)
+        raise WorkerFault(exc.status, f"{exc.message} (on {describe_case(shapes[done])})", exc.diagnostics) from None
 
 
 def large_cases(problem) -> dict[str, Shape]:

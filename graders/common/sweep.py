@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 
-from .shapes import LARGE_IDS, describe, draw, fail, large_shape, run_checked
+from .shapes import LARGE_IDS, describe, draw, fail, large_shape, run_all_checked, run_checked
 
 __all__ = ["test_shape_sweep", "test_large_case"]
 
@@ -27,8 +27,7 @@ def test_shape_sweep(candidate, problem, track, exercise, record, grade_seed):
     bias on/off, float32/float64) match the reference; a failure is shrunk to the smallest failing shape."""
     shapes = sweep_plan(problem, track, grade_seed)
     failures = {}
-    for i, sh in enumerate(shapes):
-        f = run_checked(candidate, problem, sh, record, lambda s: describe(s, problem, track))
+    for i, f in run_all_checked(candidate, problem, shapes, record, lambda s: describe(s, problem, track)):
         if f is not None:
             failures[i] = f
     record.note(sweep_cases=len(shapes), sweep_seed=grade_seed)

@@ -9,7 +9,9 @@ Signature bugs (dtype, in-place mutation) come from the tests that caught them.
 
 from __future__ import annotations
 
+import collections
 import itertools
+import threading
 
 import numpy as np
 
@@ -81,10 +83,43 @@ def _matches(out, expected, dtype, loose=False, tol=None) -> tuple[bool, float]:
     return bool(ok), dev
 
 
+MEMO_BYTES = 64 << 20  # the mutants' outputs kept in this process (a grading process's later grades reuse them)
+_memo: collections.OrderedDict = collections.OrderedDict()
+_memo_size = [0]
+_memo_lock = threading.Lock()
+
+
+def _mutant_answer(obs, bugs: frozenset):
+    """The mutant's output for ``obs``'s case, computed once per process: it depends only on the case (what the
+    candidate was given), the bugs and the oracle, never on the candidate's output (read-only; None: the mutant
+    cannot run on the case)."""
+    from harness.core import answers
+
+    mutant_output, _ = _oracle_for(obs)
+    case = obs.case
+    values = (mutant_output.__name__, tuple(sorted(bugs)), obs.info.get("parts"), getattr(case, "h", None),
+              getattr(case, "g", None), getattr(case, "block", None), getattr(case, "causal", None))
+    key = answers.digest("mutant", case.arrays(), values)
+    with _memo_lock:
+        if key in _memo:
+            _memo.move_to_end(key)
+            return _memo[key]
+    out = mutant_output(obs, bugs)
+    if out is not None:
+        out.setflags(write=False)
+    with _memo_lock:
+        _memo[key] = out
+        _memo_size[0] += 0 if out is None else out.nbytes
+        while _memo_size[0] > MEMO_BYTES and _memo:
+            _, old = _memo.popitem(last=False)
+            _memo_size[0] -= 0 if old is None else old.nbytes
+    return out
+
+
 def _matches_mutant(obs, bugs: frozenset, loose=False, tol=None) -> tuple[bool, float]:
     """Whether ``obs``'s output is what the mutant with ``bugs`` computes (and by how much it deviates)."""
-    mutant_output, dtype = _oracle_for(obs)
-    return _matches(obs.out, mutant_output(obs, bugs), dtype, loose, tol)
+    _, dtype = _oracle_for(obs)
+    return _matches(obs.out, _mutant_answer(obs, bugs), dtype, loose, tol)
 
 
 def _explains(bugs: frozenset, observations, failed_tests: set, loose=False) -> dict | None:

@@ -15,8 +15,8 @@ NumPy version): the same key can only ever name the same answer.
   hidden inputs, and a worker that could write there could plant the answer its own wrong output needs.
 
 A read that fails (a missing, partial or foreign file) is a miss: the answer is computed again. At most
-:data:`DISK_ENTRIES` files are kept in all (old code versions' included); past that, answers are no longer
-written (each is small: the sweep's wire budget bounds them).
+:data:`DISK_ENTRIES` files are kept in all (old code versions' and other seeds' included); past that, the least
+recently used half is removed before the next write (each file is small: the sweep's wire budget bounds them).
 """
 
 from __future__ import annotations
@@ -155,7 +155,9 @@ def _read(key: str):
 
     try:
         with open(_path(key), "rb") as f:
-            return np.load(f, allow_pickle=False)
+            value = np.load(f, allow_pickle=False)
+            os.utime(f.fileno())  # recently used: the last to be pruned (_prune)
+            return value
     except (OSError, ValueError, EOFError):
         return None
 
@@ -170,9 +172,7 @@ def _write(key: str, value) -> None:
     try:
         if not _written["checked"]:
             _written["checked"] = True
-            root = answers_dir()
-            _written["full"] = root.is_dir() and sum(1 for d in os.scandir(root) if d.is_dir()
-                                                     for _ in os.scandir(d.path)) >= DISK_ENTRIES
+            _written["full"] = _prune(answers_dir())
         if _written["full"]:
             return
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -182,3 +182,26 @@ def _write(key: str, value) -> None:
         os.replace(tmp, path)
     except OSError:
         return
+
+
+def _prune(root: Path) -> bool:
+    """Once per process, before its first write: past :data:`DISK_ENTRIES` files, the least recently used (written or read) are
+    removed until half that many are left (old code versions' answers, other seeds'), so that the answers of the
+    code and seeds in use are written again. True when the folder could not be brought under the cap."""
+    if not root.is_dir():
+        return False
+    files = [(f.stat().st_mtime, f.path) for d in os.scandir(root) if d.is_dir(follow_symlinks=False)
+             for f in os.scandir(d.path) if f.is_file(follow_symlinks=False)]
+    if len(files) < DISK_ENTRIES:
+        return False
+    files.sort()
+    left = len(files)
+    for _, path in files[:len(files) - DISK_ENTRIES // 2]:
+        try:
+            os.unlink(path)
+            left -= 1
+        except FileNotFoundError:  # another process pruned it first
+            left -= 1
+        except OSError:
+            continue
+    return left >= DISK_ENTRIES

@@ -246,7 +246,7 @@ def _run_suite(ex: Exercise, track: str, session: WorkerSession, seed: int,
         raise UsageError(f"exercise {ex.name!r} has no hidden suite at {suite}")
     off = ("cacheprovider", "terminal", "stepwise", "warnings", "unraisableexception", "threadexception",
            "doctest", "junitxml", "pastebin", "legacypath", "debugging", "faulthandler", "logging", "setuponly",
-           "setupplan", "nose", "tmpdir", "monkeypatch", "recwarn", "capture")
+           "setupplan", "nose", "tmpdir", "monkeypatch", "recwarn", "capture", "unittest", "subtests")
     args = [str(suite), *[a for name in off for a in ("-p", f"no:{name}")], "--assert=plain",
             "--import-mode=importlib", "--rootdir", str(suite), "-c", str(suite.parent / "suite.ini"),
             "-o", "python_files=test_*.py"]

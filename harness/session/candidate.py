@@ -7,7 +7,9 @@ track, loads the case's weights into the candidate's parameter layout (separate 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -262,7 +264,39 @@ class Candidate:
         spec.update(extra)
         return spec
 
-    def _run_numpy(self, case: Case, layout: str, return_inputs: bool) -> Result:
+    def run_many(self, cases: Iterable[Case]) -> Iterator[Result | CandidateException]:
+        """:meth:`run` (default arguments) on each case in turn: the Result, or the CandidateException that run
+        would raise (the next case still runs); a WorkerFault is raised and ends it. On the NumPy track the
+        requests go ahead of their answers (WorkerSession.pipeline): the worker computes the next cases while
+        the caller checks this one. Elsewhere (a torch case may build its module first) one call after another.
+        ``cases`` is drawn lazily, a few ahead of the answer being yielded."""
+        if self.track != "numpy":
+            for case in cases:
+                try:
+                    yield self.run(case)
+                except CandidateException as exc:
+                    if exc.phase == "import":
+                        raise
+                    yield exc
+            return
+        sent: list[dict] = []
+
+        def requests():
+            for case in cases:
+                self.calls += 1
+                req, arrays = self._numpy_request(case, "C", False)
+                sent.append(arrays)
+                yield req, arrays
+
+        with contextlib.closing(self.session.pipeline(requests())) as answers:
+            for i, answer in enumerate(answers):
+                if isinstance(answer, CandidateException):
+                    yield answer
+                else:
+                    yield self._numpy_result(answer, sent[i])
+                sent[i] = None  # the arrays are the caller's to keep; the list need not
+
+    def _numpy_request(self, case: Case, layout: str, return_inputs: bool) -> tuple[dict, dict]:
         arrays: dict = {}
         args = [self._spec(n, case, arrays, layout) for n in self.spec["args"]]
         kwargs = {n: self._spec(n, case, arrays, layout) for n in self.spec.get("kwargs", [])
@@ -270,10 +304,17 @@ class Candidate:
         req = {"op": "call", "args": args, "kwargs": kwargs, "return_inputs": return_inputs}
         if self.spec.get("returns"):
             req["tree"] = True
-        head, out = self.session.request(req, arrays, readback=return_inputs)
+        return req, arrays
+
+    def _numpy_result(self, answer: tuple[dict, dict], arrays: dict) -> Result:
+        head, out = answer
         inputs = inputs_after(out, arrays)
         return self._with_tree(Result(out.get(wire.OUT), head.get("output", {}), {}, inputs,
                                       read_back=tuple(head.get(READ_BACK, ()))), head, out)
+
+    def _run_numpy(self, case: Case, layout: str, return_inputs: bool) -> Result:
+        req, arrays = self._numpy_request(case, layout, return_inputs)
+        return self._numpy_result(self.session.request(req, arrays, readback=return_inputs), arrays)
 
     @staticmethod
     def _with_tree(result: Result, head: dict, out: dict) -> Result:

@@ -13,7 +13,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Callable, Iterable, Iterator
 
 from harness.core.errors import CandidateException, InfrastructureError, WorkerFault
 from harness.sandbox.base import Limits, Sandbox, WorkerHandle
@@ -136,6 +136,7 @@ def _checked_header(head: dict) -> dict:
     return head
 
 
+PIPELINE_AHEAD = 3  # requests of a pipeline sent before the answer to the first is read (WorkerSession.pipeline)
 BOOT_ATTEMPTS = 3  # a worker that cannot boot is started this many times in all before the run is an infra fault
 
 
@@ -160,6 +161,7 @@ class WorkerSession:
         self.read_back: dict | None = None  # the last request's arguments as the host read them back (exchange)
         self.readback_log: dict = {}        # calls whose inputs the host read back / the worker reported, and why
         self.boot_memory: int | None = None  # the worker's cgroup usage when its boot frame arrived (host-read)
+        self._batches = 0                     # pipelines so far (each one's requests carry its number, wire.BATCH)
 
     # -- life cycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -330,19 +332,114 @@ class WorkerSession:
         head.pop(HOST_MEMORY, None)  # only the host says what it measured
         if header.get(wire.MEMORY):
             head[HOST_MEMORY] = self._host_memory(measured)
-        kind = head.get("kind")
-        if kind == wire.ERROR:
-            raise self._candidate_exception(head)
-        if kind == wire.FAULT:
-            status = head.get("status") if head.get("status") in ("memory",) else "error"
-            fault = WorkerFault(status, clean_text(str(head.get("message", "")), 500), {"reported_by": "worker"})
-            raise fault
+        self._raise_for(head)
         head.pop(READ_BACK, None)  # only the host says what it read back
         if placed is not None:
             self.read_back = self.handle.exchange.read_back(placed)
             arrs = dict(arrs, **{wire.INPUT + name: value for name, value in self.read_back.items()})
             head[READ_BACK] = sorted(self.read_back)  # these INPUT arrays are the host's, not the worker's word
         return head, arrs
+
+    def _raise_for(self, head: dict) -> None:
+        """An answer that is the candidate's exception (CandidateException) or a fault the worker reports."""
+        from harness.worker import wire
+
+        kind = head.get("kind")
+        if kind == wire.ERROR:
+            raise self._candidate_exception(head)
+        if kind == wire.FAULT:
+            status = head.get("status") if head.get("status") in ("memory",) else "error"
+            raise WorkerFault(status, clean_text(str(head.get("message", "")), 500), {"reported_by": "worker"})
+
+    def pipeline(self, requests: Iterable[tuple[dict, dict]], ahead: int = PIPELINE_AHEAD
+                 ) -> Iterator[tuple[dict, dict] | CandidateException]:
+        """Plain requests (no ``memory``, no read-back) sent ahead of their answers: up to ``ahead`` wait in the
+        worker's input while the caller checks an earlier answer, so the worker computes while the host checks.
+        Yields each answer in order, as :meth:`request` returns it, or the CandidateException it would raise (the
+        worker goes on with the next request); raises WorkerFault as :meth:`request` would, and nothing more comes.
+
+        The same report as one :meth:`request` after another: each answer has its own deadline (the call timeout,
+        from when the previous answer arrived or the request was queued, whichever is later, within the grading
+        budget); a fault the worker reports ends the batch on its side too (the requests behind it are dropped
+        unanswered, wire.BATCH); a death, a timeout, a flood or a malformed frame ends it as before (the worker is
+        killed, the next request restarts it). ``requests`` is drawn lazily, ``ahead`` at a time. Frames are
+        written by a thread of their own (a full pipe must not block the reader); it only ever writes bytes."""
+        import queue
+
+        from harness.worker import wire
+
+        if self.handle is not None and self._ready and not self.ready_error and self.handle.proc.poll() is not None:
+            self._restart()
+        self.ensure_ready()
+        self.read_back = None
+        self._batches += 1
+        batch = self._batches
+        fd = self.handle.proc.stdin.fileno()
+        frames: queue.SimpleQueue = queue.SimpleQueue()
+        queued: list[float] = []
+
+        def write() -> None:
+            while (payload := frames.get()) is not None:
+                try:
+                    view = memoryview(payload)
+                    while view:
+                        view = view[os.write(fd, view[:1 << 20]):]
+                except OSError:  # the worker is gone (killed at a fault): nothing more to send
+                    return
+
+        source = iter(requests)
+
+        def queue_next() -> bool:
+            for header, arrays in source:
+                if header.get(wire.MEMORY):
+                    raise ValueError("pipeline(): a request with memory measurement goes through request()")
+                frames.put(wire.encode_frame(dict(header, **{wire.BATCH: batch}), arrays))
+                queued.append(time.monotonic())
+                return True
+            return False
+
+        writer = threading.Thread(target=write, daemon=True, name="worker-pipeline")
+        writer.start()
+        budget_end = self.created + self.limits.total_timeout_s
+        answered, ended, since = 0, False, time.monotonic()
+        try:
+            for _ in range(max(1, ahead)):
+                if not queue_next():
+                    break
+            while answered < len(queued):
+                now = time.monotonic()
+                if now >= budget_end:
+                    self.exhausted = WorkerFault("timeout", f"the submission used up its grading budget of "
+                                                            f"{self.limits.total_timeout_s:g} s; remaining tests are "
+                                                            "not run", {"total_timeout_s": self.limits.total_timeout_s})
+                    raise self.exhausted
+                deadline = min(max(since, queued[answered]) + self.limits.call_timeout_s, budget_end)
+                head, arrs = self._read_frame(deadline, phase="call", ahead=True)
+                since = time.monotonic()
+                answered += 1
+                queue_next()
+                head.pop(HOST_MEMORY, None)
+                try:
+                    self._raise_for(head)
+                except CandidateException as exc:
+                    yield exc
+                    continue
+                except WorkerFault:
+                    ended = True  # the worker drops the rest of this batch
+                    raise
+                head.pop(READ_BACK, None)
+                yield head, arrs
+            ended = True
+        finally:
+            frames.put(None)
+            if not ended and self.handle is not None and self.handle.proc.poll() is None:
+                self._kill()  # answers still due: nothing else may read them as its own
+                self._ready = True
+            writer.join(self.limits.call_timeout_s)
+            if writer.is_alive() and self.handle is not None:  # a worker that stopped reading its input
+                self._kill()
+                self._ready = True
+                writer.join(5)
 
     def _start_memory(self) -> int | None:
         """The worker's cgroup usage before anything of the candidate's ran: a warm worker's as its pool read it
@@ -376,16 +473,20 @@ class WorkerSession:
                 n = os.write(fd, view[:65536])
                 view = view[n:]
 
-    def _read_exact(self, n: int, deadline: float, phase: str) -> bytes:
+    def _read_exact(self, n: int, deadline: float, phase: str, ahead: bool = False) -> bytes:
+        """``ahead``: the answer to a request sent ahead (pipeline): a flood is heeded only once no more data comes,
+        since the worker may already be running (and flooding in) a later request whose answer is due later."""
         fd = self.handle.proc.stdout.fileno()
         while len(self._buf) < n:
-            if self.pump.flooded:
+            if self.pump.flooded and not ahead:
                 raise self._fault_output_limit()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._kill_for_timeout(phase)
             readable, _, _ = select.select([fd], [], [], min(remaining, 0.25))
             if not readable:
+                if self.pump.flooded:
+                    raise self._fault_output_limit()
                 continue
             chunk = os.read(fd, max(65536, min(n - len(self._buf), 1 << 24)))
             if not chunk:
@@ -397,13 +498,13 @@ class WorkerSession:
         del self._buf[:n]
         return data
 
-    def _read_frame(self, deadline: float, phase: str) -> tuple[dict, dict]:
+    def _read_frame(self, deadline: float, phase: str, ahead: bool = False) -> tuple[dict, dict]:
         from harness.worker import wire
 
         try:
-            length = wire.parse_prefix(self._read_exact(wire.HEADER.size, deadline, phase))
-            head, specs = wire.parse_header(self._read_exact(length, deadline, phase))
-            arrays = {name: wire.decode_array(self._read_exact(n, deadline, phase)) for name, n in specs}
+            length = wire.parse_prefix(self._read_exact(wire.HEADER.size, deadline, phase, ahead))
+            head, specs = wire.parse_header(self._read_exact(length, deadline, phase, ahead))
+            arrays = {name: wire.decode_array(self._read_exact(n, deadline, phase, ahead)) for name, n in specs}
             head = _checked_header(head)
         except (wire.WireError, RecursionError) as exc:  # RecursionError: JSON nested 100k deep
             if isinstance(exc, RecursionError):

@@ -45,6 +45,7 @@ GRAD_OUTPUT = "G"        # the upstream gradient for backward
 MEMORY = "memory"        # call request flag: measure the call's peak extra memory; the result header's field
 VALUE = "value"          # call request flag: return the output as a JSON value tree (encode_value); the header's field
 FUNCTION = "function"    # call request field: which of the module's functions to call (entry MODULE_ENTRY)
+BATCH = "batch"          # request field: requests sent ahead of their answers (the host's pipeline); a fault ends one
 MODULE_ENTRY = "*"       # --entry for a track of several plain functions: the worker serves the module itself
 TRACKS = ("numpy", "torch", "python")  # python: plain functions over ints, answers as values (no torch imported)
 MAX_VALUE_NODES = 512    # a value tree holds at most this many nodes, nested at most MAX_VALUE_DEPTH deep,

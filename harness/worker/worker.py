@@ -604,6 +604,10 @@ class Worker:
         self.loop()
 
     def loop(self) -> None:
+        """Answer requests in order, one frame each. Requests sent ahead of their answers carry a ``batch`` id
+        (wire.BATCH): once one of them is answered with a fault, the rest of its batch is read and dropped
+        unanswered, as if the host had stopped sending there (it stops reading answers at a fault)."""
+        aborted = None
         while True:
             try:
                 req, arrays = self.read_frame()
@@ -613,10 +617,16 @@ class Worker:
                 return
             if req is None:
                 return
+            batch = req.get(wire.BATCH)
+            if batch is not None and batch == aborted:
+                continue
             try:
                 header, send = self.handle(req, arrays)
+                if header.get("kind") == wire.FAULT:
+                    aborted = batch
                 self.send(header, send)
             except MemoryError:
+                aborted = batch
                 self.send({"kind": wire.FAULT, "status": "memory", "message": "MemoryError in the worker"})
             except wire.WireError as exc:
                 self.send({"kind": wire.ERROR, "phase": "output", "type": "WireError", "message": str(exc)[:MAX_TEXT],

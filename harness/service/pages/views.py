@@ -160,9 +160,14 @@ def _exercises(request: Request, who: Principal, *, error: str | None = None, st
     if chosen.get("track") not in ("auto", *grading.TRACKS):
         chosen["track"] = "auto"
     mine = store.list_submissions(candidate_id=who.candidate_id or "", limit=20) if not who.is_staff else []
+    my_rounds = rounds.open_rounds(store, who)
+    # a candidate in rounds may submit only while one of them is open and its time limit has not run out: the
+    # form is not offered otherwise (the API would refuse it with round_closed / round_not_open / time_limit)
+    can_submit = who.is_staff or not my_rounds or any(r["state"] == "open" and r["seconds_left"] > 0
+                                                      for r in my_rounds)
     resp = _render(request, "exercises.html", status, who=who, exercises=exercises, error=error, chosen=chosen,
                    mine=[views.submission_view(rounds.row_for(store, who, r), who.audience) for r in mine],
-                   my_rounds=rounds.open_rounds(store, who), tracks=grading.TRACKS,
+                   my_rounds=my_rounds, can_submit=can_submit, tracks=grading.TRACKS,
                    track_labels={"numpy": "NumPy", "torch": "PyTorch", "python": "Python"})
     resp.headers.update(headers or {})
     return resp
