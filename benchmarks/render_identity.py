@@ -12,12 +12,16 @@ JSON report (interviewer, candidate, a round's summary feedback), its report.htm
 the source from the store), the attempt page's summary lines, `grade submit --wait`'s summary of the candidate
 JSON, the submission page's categories and failing groups, and the batch table's reason. Per exercise and track,
 and over all reports: the compare table (HTML, JSON, `grade compare`'s rows) and the service's compare page.
-``grade`` grades with the local sandbox (warm workers, plots kept), ~15 min on 2 busy cores.
+``grade`` grades with the local sandbox (warm workers, plots kept), ~15 min on 2 busy cores. ``render`` takes
+~4 min with ``--stub-plots`` (each picture a stand-in naming the test and a hash of its arrays: what is drawn,
+not matplotlib's pixels, which no refactor of the renderers touches) and hours with the real pictures on a busy
+machine; render a subset for those (``--only``).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shutil
 import sys
@@ -49,12 +53,24 @@ def grade_all(out: Path) -> int:
     return 0
 
 
-def render_all(reports_dir: Path, out: Path) -> int:
+def _stand_in(kind: str):
+    def draw(item: dict) -> tuple[str, str]:
+        h = hashlib.sha256()
+        for name in sorted(item["arrays"]):
+            h.update(name.encode())
+            h.update(item["arrays"][name].tobytes())
+        return f"stub:{kind}:{item['test_id']}:{h.hexdigest()[:16]}", f"{kind} of {item['test_id']} h={item['h']}"
+    return draw
+
+
+def render_all(reports_dir: Path, out: Path, stub_plots: bool = False, only: str | None = None) -> int:
     from harness.core.report import read_report
     from harness.reports import compare, html, summary, terminal
     from harness.service import grading, rounds
     from harness.service.api.common import report_for
 
+    if stub_plots:
+        html.error_heatmaps, html.attention_patterns = _stand_in("heat"), _stand_in("pattern")
     out.mkdir(parents=True, exist_ok=True)
 
     def write(name: str, text) -> None:
@@ -63,7 +79,7 @@ def render_all(reports_dir: Path, out: Path) -> int:
     def api_json(report) -> str:  # what the API's JSONResponse writes
         return json.dumps(report.to_dict(), ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
 
-    files = sorted(reports_dir.glob("*.json"))
+    files = sorted(f for f in reports_dir.glob("*.json") if not only or only in f.stem)
     loaded = []
     for path in files:
         report, s = read_report(path), path.stem
@@ -101,7 +117,7 @@ def render_all(reports_dir: Path, out: Path) -> int:
         write(f"svc_compare.{g}.html", grading.compare_html([(f"cand {i} · {p.name}", report_for(
             {"id": p.stem, "status": "done", "report_json": p.read_text()}, "interviewer"))
             for i, (p, _) in enumerate(items)]))
-    found = compare.collect_reports([reports_dir])
+    found = compare.collect_reports(files)
     write("compare.collected.html", compare.render_html(found))
     write("compare.collected.txt", [compare.mixed_exercises(found), compare.candidates(len(found))]
           + [json.dumps(x) for x in compare.rows(found)[1]])
@@ -117,8 +133,12 @@ def main() -> int:
     r = sub.add_parser("render")
     r.add_argument("reports", type=Path)
     r.add_argument("out", type=Path)
+    r.add_argument("--stub-plots", action="store_true", help="stand-ins for the pictures (minutes, not hours)")
+    r.add_argument("--only", help="render only the reports whose file name contains this")
     opts = parser.parse_args()
-    return grade_all(opts.reports) if opts.cmd == "grade" else render_all(opts.reports, opts.out)
+    if opts.cmd == "grade":
+        return grade_all(opts.reports)
+    return render_all(opts.reports, opts.out, opts.stub_plots, opts.only)
 
 
 if __name__ == "__main__":

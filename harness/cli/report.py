@@ -24,15 +24,15 @@ def report_cmd(report_path, audience, html_path, source_path):
     from harness.reports.terminal import render_text
 
     try:
-        data = read_report(report_path)
+        report = read_report(report_path)
     except GraderError as exc:
         fail(exc)
-    for line in render_text(data, audience=audience):
+    for line in render_text(report, audience=audience):
         click.echo(style(line))
     if html_path:
         from harness.reports.html import write_html
 
-        write_html(html_path, data, audience=audience, report_path=report_path, source_path=source_path)
+        write_html(html_path, report, audience=audience, report_path=report_path, source_path=source_path)
         click.echo(f"wrote {html_path}")
 
 
