@@ -147,6 +147,7 @@ def test_a_round_in_the_browser(srv, browser, tmp_path):
     b.goto(srv.url + "/exercises")
     assert b.locator("#upload form").count() == 0 and b.locator("#file").count() == 0
     assert "round has ended" in b.inner_text("#no-submit")
+    b.screenshot(path=str(SHOTS / "round-closed-exercises.png"), full_page=True)
     for pg in (ivy, a, b):
         assert pg.csp_errors == []
     for ctx in (ivy_ctx, *contexts):

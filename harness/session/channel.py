@@ -313,10 +313,7 @@ class WorkerSession:
         now = time.monotonic()
         budget_end = self.created + self.limits.total_timeout_s
         if now >= budget_end:
-            self.exhausted = WorkerFault("timeout", f"the submission used up its grading budget of "
-                                                    f"{self.limits.total_timeout_s:g} s; remaining tests are not run",
-                                         {"total_timeout_s": self.limits.total_timeout_s})
-            raise self.exhausted
+            raise self._budget_spent()
         deadline = min(now + self.limits.call_timeout_s, budget_end)
         metering = meter is not None and meter.begin()
         try:
@@ -339,6 +336,13 @@ class WorkerSession:
             arrs = dict(arrs, **{wire.INPUT + name: value for name, value in self.read_back.items()})
             head[READ_BACK] = sorted(self.read_back)  # these INPUT arrays are the host's, not the worker's word
         return head, arrs
+
+    def _budget_spent(self) -> WorkerFault:
+        """The fault of a submission whose grading budget is used up (kept: the remaining tests are not run)."""
+        self.exhausted = WorkerFault("timeout", f"the submission used up its grading budget of "
+                                                f"{self.limits.total_timeout_s:g} s; remaining tests are not run",
+                                     {"total_timeout_s": self.limits.total_timeout_s})
+        return self.exhausted
 
     def _raise_for(self, head: dict) -> None:
         """An answer that is the candidate's exception (CandidateException) or a fault the worker reports."""
@@ -409,10 +413,7 @@ class WorkerSession:
             while answered < len(queued):
                 now = time.monotonic()
                 if now >= budget_end:
-                    self.exhausted = WorkerFault("timeout", f"the submission used up its grading budget of "
-                                                            f"{self.limits.total_timeout_s:g} s; remaining tests are "
-                                                            "not run", {"total_timeout_s": self.limits.total_timeout_s})
-                    raise self.exhausted
+                    raise self._budget_spent()
                 deadline = min(max(since, queued[answered]) + self.limits.call_timeout_s, budget_end)
                 head, arrs = self._read_frame(deadline, phase="call", ahead=True)
                 since = time.monotonic()
