@@ -4,6 +4,7 @@ measure: the test is not assessable (skipped with the reason), never passed on t
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -100,11 +101,15 @@ def test_cgroup_v2_without_a_resettable_peak_samples_memory_current(tmp_path):
     meter = memory_meter.for_directory(str(tmp_path), "v2")
     assert meter is not None and meter.begin() and "sampled" in meter.method
 
+    def put(value: str) -> None:  # as the kernel's file reads: whole (write_text truncates first, and a read of
+        (tmp_path / "next").write_text(value)  # the empty file in between is the cgroup gone: sampling stops)
+        os.replace(tmp_path / "next", current)
+
     def spike():
         time.sleep(0.02)
-        current.write_text("5000\n")
+        put("5000\n")
         time.sleep(0.05)
-        current.write_text("1500\n")
+        put("1500\n")
 
     thread = threading.Thread(target=spike)
     thread.start()

@@ -80,6 +80,7 @@ class WarmPool(Sandbox):
         # Every process the pool starts (zygotes, `docker run` clients) is started from this one long-lived
         # thread: PR_SET_PDEATHSIG, which ties them to the grader, fires when the *thread* that forked them ends.
         self._spawner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="warm-spawn")
+        self._spawner.submit(int)  # its thread starts now: a later submit() never blocks (or is interrupted) on that
         self._idle: dict[tuple, collections.deque] = collections.defaultdict(collections.deque)
         self._filling: collections.Counter = collections.Counter()
         self._zygotes: dict[str, object] = {}
@@ -231,10 +232,16 @@ class WarmPool(Sandbox):
 
     def _spawn_idle(self, track: str, limits: Limits) -> WorkerHandle:
         """A new warm worker, once it has said ``idle``; InfrastructureError when it does not."""
+        future = None
         try:
-            handle, closed = self._spawner.submit(self._start_one, track, limits).result()
+            future = self._spawner.submit(self._start_one, track, limits)
+            handle, closed = future.result()
         except (RuntimeError, concurrent.futures.CancelledError) as exc:  # the pool was closed meanwhile
             raise InfrastructureError(f"the warm pool is closed: {exc}") from None
+        except BaseException:  # interrupted while it starts (SIGTERM in a grading process): stopped once started,
+            if future is not None:  # or close() would wait for it to leave _starting
+                future.add_done_callback(self._abandon)
+            raise
         self.stats["spawned"] += 1
         try:  # also when the pool is closing: a container is removed only once the engine has fully started it
             head = _read_frame(handle, time.monotonic() + limits.startup_timeout_s)
@@ -245,6 +252,9 @@ class WarmPool(Sandbox):
             _discard(handle)
             message = getattr(exc, "message", None) or f"a warm worker failed: {exc}"
             raise InfrastructureError(message + (f"; worker stderr: {tail}" if tail else "")) from None
+        except BaseException:  # interrupted while it boots: nobody else will ever stop it
+            _discard(handle)
+            raise
         finally:
             with self._ready:
                 self._starting.discard(handle)
@@ -253,6 +263,16 @@ class WarmPool(Sandbox):
             _discard(handle)
             raise InfrastructureError("the warm pool is closed")
         return handle
+
+    def _abandon(self, future: concurrent.futures.Future) -> None:
+        """A worker whose starter was interrupted: once it is up, out of ``_starting`` and stopped."""
+        if future.cancelled() or future.exception() is not None:
+            return
+        handle, _ = future.result()
+        with self._ready:
+            self._starting.discard(handle)
+            self._ready.notify_all()
+        _discard(handle)
 
     def _start_one(self, track: str, limits: Limits) -> tuple[WorkerHandle, bool]:
         """On the spawner thread: start a warm worker and register it, so that close() always finds it."""
