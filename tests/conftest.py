@@ -116,6 +116,25 @@ def local_warm_pool():
 
 
 @pytest.fixture(scope="session")
+def _kept_suites_closed():
+    from harness.grading import kept_suites
+
+    yield kept_suites
+    kept_suites.close_all()
+
+
+@pytest.fixture
+def kept_suites(monkeypatch, _kept_suites_closed):
+    """Grade as a long-lived grading process does (harness/grading/kept_suites.py: each hidden suite configured
+    and collected once, run again per submission), for the files that grade hundreds of submissions in this
+    process (the mutant catalogue). On for the test only (another file's test on this worker runs pytest.main);
+    the kept sessions stay for the next such test and are finished at the end. tests/test_kept_suites.py shows
+    that a kept suite grades exactly as a fresh pytest.main."""
+    monkeypatch.setattr(_kept_suites_closed, "_enabled", True)
+    return _kept_suites_closed
+
+
+@pytest.fixture(scope="session")
 def exercises():
     return all_exercises()
 

@@ -38,14 +38,15 @@ def test_every_exercise_is_in_the_catalogue_test():
 
 # one test per mutant (not per exercise and track): a failure names its mutant, `-k` runs one, --durations shows
 # which are slow. Graded through warm local workers (a fork of a zygote that has imported torch: the grading is
-# the subject here, not the worker's start, and a cold torch worker costs seconds per mutant); the reports are a
-# cold worker's (tests/test_warm.py), and a few mutants are graded cold below.
+# the subject here, not the worker's start, and a cold torch worker costs seconds per mutant) and kept suites (as
+# `grade batch` and `grade serve` grade: collected once per process); the reports are a cold worker's and a fresh
+# pytest.main's (tests/test_warm.py, tests/test_kept_suites.py), and a few mutants are graded cold below.
 MUTANTS = [(ex, tr, bug.id) for ex, tr in COMBOS for bug in applicable(ex, tr)]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise,track,bug", MUTANTS, ids=[f"{e}-{t}-{b}" for e, t, b in MUTANTS])
-def test_every_mutant_is_killed_and_diagnosed(exercise, track, bug, tmp_path, local_warm_pool):
+def test_every_mutant_is_killed_and_diagnosed(exercise, track, bug, tmp_path, local_warm_pool, kept_suites):
     path = write_mutant(tmp_path, exercise, track, {bug})
     report = grade(exercise=exercise, submission=path, track=track, sandbox=local_warm_pool)
     failing = [t.id for t in report.tests if t.status != "passed"]

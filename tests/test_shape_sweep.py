@@ -67,9 +67,9 @@ def test_shape_mutant_catalog_is_complete():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", MUTANTS, ids=[p.stem for p in MUTANTS])
-def test_shape_mutant_fails_with_a_shrunk_shape(path, local_warm_pool):
+def test_shape_mutant_fails_with_a_shrunk_shape(path, local_warm_pool, kept_suites):
     exercise, track = _split_name(path)
-    # warm local workers (tests/conftest.py): the sweep is the subject, not the worker's start
+    # warm local workers and kept suites (tests/conftest.py): the sweep is the subject, not the worker's start
     report = grade(exercise=exercise, submission=path, track=track, sandbox=local_warm_pool)
     validate(report)
     assert report.verdict == "failed"

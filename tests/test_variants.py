@@ -63,8 +63,8 @@ def test_variant_catalog_is_complete():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", CORRECT, ids=[_key(p) for p in CORRECT])
-def test_correct_variant_scores_full_marks(path, local_warm_pool):
-    # warm local workers (tests/conftest.py): the grading is the subject, not the worker's start
+def test_correct_variant_scores_full_marks(path, local_warm_pool, kept_suites):
+    # warm local workers and kept suites (tests/conftest.py): the grading is the subject, not the worker's start
     report = grade(exercise=path.parent.name, submission=path, track=_track_of(path), sandbox=local_warm_pool)
     for t in report.tests:  # flash_attention: the memory measured by the host, printed (issue 22)
         if t.id.startswith("test_memory_stays_linear_in_s") and "peak_bytes" in t.diagnostics:
@@ -94,10 +94,11 @@ STUBS = [(ex, tr) for ex in EXERCISES for tr in TRACKS[ex]]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("exercise,track", STUBS, ids=[f"{e}-{t}" for e, t in STUBS])
-def test_stub_scores_zero(exercise, track):
+def test_stub_scores_zero(exercise, track, local_warm_pool, kept_suites):
     stub = all_exercises()[exercise].stub_path(track)
     assert stub.is_file(), f"missing stub {stub}"
-    report = grade(exercise=exercise, submission=stub, track=track, sandbox="local")
+    # warm (a cold torch worker's start is not the subject: tests/test_references.py grades cold)
+    report = grade(exercise=exercise, submission=stub, track=track, sandbox=local_warm_pool)
     _validate(report)
     passed = [t.id for t in report.tests if t.status == "passed"]
     assert report.tests, "the stub's report lists no tests"
