@@ -12,7 +12,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Callable
 
-from harness.core import answers
+from harness.core import answers, blas
 from harness.core.version import __version__
 from harness.core.errors import GraderError, InfrastructureError, UsageError
 from harness.core.exercises import Exercise, check_track, get_exercise
@@ -50,9 +50,10 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
         warnings.resetwarnings()
         warnings.simplefilter("default")
         try:
-            report = _grade(exercise=exercise, submission=submission, track=track, sandbox=sandbox, seed=seed,
-                            limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts,
-                            progress=progress, warm=warm)
+            with blas.one_thread():   # the host's small products, without OpenBLAS's spinning threads
+                report = _grade(exercise=exercise, submission=submission, track=track, sandbox=sandbox, seed=seed,
+                                limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts,
+                                progress=progress, warm=warm)
         except GraderError:
             raise
         except Exception as exc:
