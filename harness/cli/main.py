@@ -14,7 +14,7 @@ import click
 
 from harness.cli.common import fail
 from harness.core.errors import GraderError, InfrastructureError
-from harness.core.process import single_threaded_blas
+from harness.core import blas
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a writer whose reader closed the pipe
 
@@ -98,5 +98,5 @@ def main():
     Exit codes: 0 passed, 1 graded and failed, 2 bad usage, 3 infrastructure fault.
     `grade COMMAND --help` for each command's options.
     """
-    single_threaded_blas()  # before anything imports NumPy: the host's BLAS threads would only take the worker's core
+    blas.from_the_start()  # before anything imports NumPy: the host's BLAS threads would only take the worker's core
 

@@ -22,17 +22,6 @@ def die_with_parent(sig: int = signal.SIGKILL, *, parent: int | None = None) -> 
         os._exit(0)
 
 
-def single_threaded_blas() -> None:
-    """The host's NumPy work (oracle, checks, diagnosis) is many small arrays next to a worker that needs a core of
-    its own: BLAS threads there only spin and take that core. At a process's start (the CLI's), default to one
-    BLAS thread for this process and its children, unless NumPy is already loaded or a setting says otherwise."""
-    import sys
-
-    if "numpy" not in sys.modules:
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ.setdefault(var, "1")
-
-
 class TermWhileBusy:
     """SIGTERM in a grading process (the batch's and the service's): while a task is being graded (inside
     :meth:`busy`) it raises KeyboardInterrupt, which unwinds the engine, whose ``finally`` kills the sandbox
