@@ -110,10 +110,12 @@ def test_a_round_in_the_browser(srv, browser, tmp_path):
     ivy_api = srv.client(srv.tokens["ivy"])
     for s in subs:
         wait_done(ivy_api, s)
-    # `a` is still on that submission's page, which reloads itself every 2 s until the grading is done (a goto
-    # there could be cut short by the reload): the verdict shows after the next reload
-    assert a.url == f"{srv.url}/submissions/{subs[0]}"
-    a.locator("#verdict").wait_for(timeout=30_000)
+    # each page is still on its submission's page, which reloads itself every 2 s until the grading is done: a
+    # goto meanwhile could be cut short by that reload (an error, or no response). The verdict shows after the
+    # next reload, and from then on the page stays put.
+    for pg, sid in ((a, subs[0]), (b, subs[1])):
+        assert pg.url == f"{srv.url}/submissions/{sid}"
+        pg.locator("#verdict").wait_for(timeout=30_000)
     assert a.inner_text("#verdict") == "failed" and "scale_sqrt_d" in a.inner_text("#summary")
     a.screenshot(path=str(SHOTS / "round-candidate-summary.png"), full_page=True)
     rows = {r["id"]: r for r in store_rows(srv.data_dir)}
