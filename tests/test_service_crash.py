@@ -26,6 +26,7 @@ KILLS = 4
 
 
 @pytest.mark.slow
+@pytest.mark.matrix   # a load run (issue 24): the default run's kill -9 and restart is tests/test_service_postgres.py's
 def test_kill_9_under_load_then_restart_loses_nothing_and_writes_one_report_each(tmp_path):
     rng = random.Random(11)
     data = tmp_path / "data"
