@@ -21,6 +21,8 @@ MHA = "nn.MultiheadAttention"
 FAILED = ("failed",)
 ERROR = ("error",)
 HANG = ("timeout", "error")          # the hanging call times out; after the restart budget the rest error
+HANG_LIMITS = {"call_timeout_s": 1}  # a hang is a hang at 1 s as at 2 (the corpus's default): a second less per
+                                     # timed-out call, twice per grade, on every backend (issue 24)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,10 +112,14 @@ CASES = [
          cli=True),
     Case("network_exfil", "TCP/UDP/DNS/HTTP/Docker-socket exfiltration", tests={F64: FAILED}),
     # -- resources --------------------------------------------------------------------------------------
-    Case("infinite_loop", "while True: pass", only=HANG, some=("timeout",), slow=True),
-    Case("long_sleep", "sleeps for a day", only=HANG, some=("timeout",), slow=True),
-    Case("ignore_sigterm", "ignores SIGTERM and friends, then hangs", only=HANG, some=("timeout",), slow=True),
-    Case("fork_bomb", "2**8 tagged processes sleeping forever", only=HANG, some=("timeout",), slow=True),
+    Case("infinite_loop", "while True: pass", only=HANG, some=("timeout",), slow=True,
+         limits=HANG_LIMITS),
+    Case("long_sleep", "sleeps for a day", only=HANG, some=("timeout",), slow=True,
+         limits=HANG_LIMITS),
+    Case("ignore_sigterm", "ignores SIGTERM and friends, then hangs", only=HANG, some=("timeout",), slow=True,
+         limits=HANG_LIMITS),
+    Case("fork_bomb", "2**8 tagged processes sleeping forever", only=HANG, some=("timeout",), slow=True,
+         limits=HANG_LIMITS),
     Case("fork_returns_twice", "forks in every call; both processes answer", only=("failed", "error", "passed",
                                                                                     "timeout")),
     Case("thread_bomb", "threads until refused", tests={F64: ("failed", "error", "timeout")}),
