@@ -347,47 +347,41 @@ def test_an_interrupted_start_leaves_nothing_for_close_to_wait_on(tmp_path, monk
     for the spawner to start a worker (no idle one). The worker started anyway is stopped once it is up, and
     close() returns at once instead of waiting a minute for it to leave `_starting` (a batch's grading process
     outlived its killed batch that way, about one kill in ten)."""
-    import sys
     import threading
 
     from harness.session.warm import WarmPool
 
     _local_ready()
     with WarmPool("local", size=0) as pool:
-        started, release, up, stopped = threading.Event(), threading.Event(), threading.Event(), []
-        real = pool._start_one
+        started, up, stopped = threading.Event(), threading.Event(), []
+        real_start, real_submit = pool._start_one, pool._spawner.submit
 
-        def slow_start(track, limits):
+        def start_one(track, limits):
             started.set()
-            release.wait(30)
-            handle, closed = real(track, limits)
+            handle, closed = real_start(track, limits)
             monkeypatch.setattr(handle, "cleanup", lambda real_cleanup=handle.cleanup: (stopped.append(handle),
                                                                                           real_cleanup()))
             up.set()
             return handle, closed
 
-        monkeypatch.setattr(pool, "_start_one", slow_start)
+        class Interrupted:
+            """The spawner's future, whose wait is interrupted (as by SIGTERM) once the start is under way."""
 
-        def interrupt():  # the main thread is blocked in the spawner's future: interrupt it there, like SIGTERM
-            started.wait(30)
-            main = threading.main_thread().ident
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:  # until the main thread blocks in the future's wait (no sleep race)
-                frame = sys._current_frames().get(main)
-                if frame is not None and frame.f_code.co_name == "wait" and "threading" in frame.f_code.co_filename:
-                    break
-                time.sleep(0.001)
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            def __init__(self, future):
+                self.future = future
 
-        old = signal.signal(signal.SIGUSR1, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
-        try:
-            threading.Thread(target=interrupt, daemon=True).start()
-            with pytest.raises(KeyboardInterrupt):
-                pool._spawn_idle("numpy", Limits())
-        finally:
-            signal.signal(signal.SIGUSR1, old)
-        release.set()  # it starts the worker after all, before the pool closes (as the interrupted grade unwinds)
-        assert up.wait(60)
+            def result(self):
+                assert started.wait(60)
+                raise KeyboardInterrupt
+
+            def add_done_callback(self, callback):
+                self.future.add_done_callback(callback)
+
+        monkeypatch.setattr(pool, "_start_one", start_one)
+        monkeypatch.setattr(pool._spawner, "submit", lambda fn, *args: Interrupted(real_submit(fn, *args)))
+        with pytest.raises(KeyboardInterrupt):
+            pool._spawn_idle("numpy", Limits())
+        assert up.wait(60)   # the worker starts after all, before the pool closes (as the interrupted grade unwinds)
         t0 = time.monotonic()
         pool.close()
         assert time.monotonic() - t0 < 20 and not pool._starting
