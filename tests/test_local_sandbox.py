@@ -118,23 +118,3 @@ def test_scratch_of_a_killed_grader_is_swept(tmp_path):
     assert not stale.exists()
     assert live.exists()
     live.rmdir()
-
-
-SITE_PROBE = """import sys
-
-def mha(X, Wq, Wk, Wv, Wo, h, mask=None):
-    finders = sorted(f"{getattr(f, '__module__', '')}.{getattr(f, '__name__', type(f).__name__)}" for f in sys.meta_path)
-    raise RuntimeError(f"no_site={sys.flags.no_site} exit={callable(exit)} quit={callable(quit)} finders={finders}")
-"""
-
-
-@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
-def test_the_worker_starts_without_the_hosts_site_code(tmp_path, warm, local_warm_pool):
-    """The local worker (and the zygote it is forked from) starts with -S: the site directories come from the
-    host as paths, so none of the host environment's .pth code runs in the sandbox (here: pip's editable-install
-    import hook for the grader itself), and exit/quit are there as usual."""
-    path = write(tmp_path, "probe.py", SITE_PROBE)
-    report = grade(exercise="mha", submission=path, track="numpy", sandbox=local_warm_pool if warm else "local")
-    message = report.tests[0].message
-    assert "no_site=1 exit=True quit=True" in message, message
-    assert "editable" not in message.lower() and "distutils" not in message.lower(), message

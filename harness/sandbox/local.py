@@ -153,39 +153,6 @@ def hidden_paths() -> tuple[str, ...]:
     return tuple(sorted(d for d in found if not any(o != d and _inside(d, o) for o in found)))
 
 
-@functools.lru_cache(maxsize=1)
-def site_args() -> tuple[str, ...]:
-    """``--site-dir DIR`` for each directory ``site`` would put on an isolated (-I) interpreter's path: the site
-    directories and the folders their ``.pth`` files name (their ``import`` lines are code, and are not run:
-    the worker starts with -S, harness/worker/worker.py ``_site_from_host``)."""
-    import site
-
-    dirs: list[str] = []
-
-    def add(path: str) -> None:
-        path = os.path.realpath(path)
-        if os.path.isdir(path) and path not in dirs:
-            dirs.append(path)
-
-    for base in site.getsitepackages():
-        if not os.path.isdir(base):
-            continue
-        add(base)
-        for name in sorted(os.listdir(base)):
-            if not name.endswith(".pth"):
-                continue
-            try:
-                with open(os.path.join(base, name), encoding="utf-8") as pth:
-                    lines = pth.read().splitlines()
-            except (OSError, UnicodeDecodeError):
-                continue
-            for line in lines:
-                line = line.rstrip()
-                if line and not line.startswith(("#", "import ", "import\t")):
-                    add(os.path.join(base, line))
-    return tuple(a for d in dirs for a in ("--site-dir", d))
-
-
 def _mount_command(prefix: tuple[str, ...], box: str, size_mb: int, cover: bool, hidden,
                    command: list[str]) -> list[str]:
     spec = {"box": box, "size_mb": int(size_mb), "cover": cover, "keep": keeps(cover, hidden), "hidden": list(hidden)}
@@ -431,8 +398,8 @@ class LocalSandbox(Sandbox):
 
     @staticmethod
     def _command(root: str, track: str, entry: str) -> list[str]:
-        return [sys.executable, "-I", "-S", "-B", os.path.join(root, ".worker", "worker.py"), *site_args(),
-                "--track", track, "--entry", entry, os.path.join(root, "submission.py")]
+        return [sys.executable, "-I", "-B", os.path.join(root, ".worker", "worker.py"), "--track", track,
+                "--entry", entry, os.path.join(root, "submission.py")]
 
     def describe(self) -> dict:
         return {"sandbox": self.name, "namespaces": bool(namespace_prefix()),
@@ -582,9 +549,8 @@ class Zygote:
         keep = [k for k in keeps(cover, hidden) if _inside(k, root)]
         host_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = host_end
-        command = [sys.executable, "-I", "-S", "-B", os.path.join(root, ".worker", "zygote.py"), *site_args(),
-                   "--track", track, "--control-fd", str(zygote_end.fileno()), "--root", root, "--keep",
-                   json.dumps(keep)]
+        command = [sys.executable, "-I", "-B", os.path.join(root, ".worker", "zygote.py"), "--track", track,
+                   "--control-fd", str(zygote_end.fileno()), "--root", root, "--keep", json.dumps(keep)]
         cmd = _mount_command(namespace_prefix(), box, 8, cover, hidden, command)
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

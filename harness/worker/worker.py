@@ -1,7 +1,6 @@
 """The sandbox worker: the only process that imports and runs the candidate's file.
 
-Runs as ``python -I worker.py --track numpy|torch|python --entry NAME SUBMISSION`` (the local backend adds -S and
-``--site-dir DIR``: :func:`_site_from_host`), inside the sandbox, with only
+Runs as ``python -I worker.py --track numpy|torch|python --entry NAME SUBMISSION``, inside the sandbox, with only
 the standard library, NumPy (and torch for the torch track) and ``wire.py`` beside it. It answers requests from
 the host over stdin/stdout frames and never decides whether anything is right: it only runs the candidate and
 returns plain arrays, or (the python track, request flag ``value``) plain values as a tagged JSON tree. With
@@ -27,26 +26,6 @@ import threading
 import traceback
 from types import ModuleType
 from typing import BinaryIO
-
-
-def _site_from_host(argv: list) -> None:
-    """The local backend starts this interpreter with -S (no ``site``): none of the host environment's ``.pth``
-    code runs here (an editable install's import hook, a CA injector...), and the start is ~35 ms shorter. The
-    host names the site directories instead (``--site-dir DIR``, before NumPy is imported); ``exit``/``quit``
-    and friends are the builtins ``site`` would have made."""
-    if not sys.flags.no_site:
-        return
-    for i, arg in enumerate(argv[:-1]):
-        if arg == "--site-dir" and argv[i + 1] not in sys.path:
-            sys.path.append(argv[i + 1])
-    import site
-
-    site.setquit()
-    site.setcopyright()
-    site.sethelper()
-
-
-_site_from_host(sys.argv)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wire  # noqa: E402  (sibling module, copied next to this file in every sandbox)
@@ -675,7 +654,6 @@ def main() -> None:
     parser.add_argument("--no-warm-up", action="store_true", help="(--warm) imports only, no warm-up forward")
     parser.add_argument("--exchange", help="the host's input exchange file (a bind mount)")
     parser.add_argument("--exchange-fd", type=int, help="the host's input exchange, an inherited descriptor")
-    parser.add_argument("--site-dir", action="append", default=[], help="(with -S) a site directory: read above")
     parser.add_argument("submission", nargs="?")
     opts = parser.parse_args()
     if opts.warm:

@@ -3,7 +3,7 @@ candidate, and forks one single-use warm worker per request. Stand-alone (standa
 its siblings worker.py + wire.py); it runs inside the local sandbox, in the mount, PID and network namespaces
 ``mount_setup.py`` made for it (everything read-only, the grader hidden), and never reads a candidate's file.
 
-    python -I -S -B zygote.py --site-dir DIR... --track numpy|torch|python --control-fd N --root DIR
+    python -I -B zygote.py --track numpy|torch|python --control-fd N --root DIR
 
 The host talks to it over a SOCK_SEQPACKET socket (fd N), one JSON message per packet:
 
@@ -387,7 +387,6 @@ def main() -> None:
     parser.add_argument("--control-fd", type=int, required=True)
     parser.add_argument("--root", required=True, help="the folder each worker gets as its own fresh tmpfs")
     parser.add_argument("--keep", default="[]", help="JSON list: folders inside --root to bind back")
-    parser.add_argument("--site-dir", action="append", default=[], help="(with -S) read by worker.py on import")
     opts = parser.parse_args()
     opts.keep = json.loads(opts.keep)
     opts.zygote_pid = os.getpid()
