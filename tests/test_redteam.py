@@ -7,9 +7,9 @@ outside the sandbox's scratch (host canaries untouched, forged files nowhere, th
 the test's network listeners never contacted). A handful also go through the `grade` CLI (exit code 1, or 0 for
 a control; never a traceback, never the forged report on stdout).
 
-The default run grades every case under the local backend and the cases that test the sandbox itself
-(SANDBOX_CASES) under docker and the local warm pool too, and the CLI's cases under the local backend; the matrix
-group (CI) grades every case under every backend, cold and warm, and the CLI's under docker too.
+The default run grades every case through the local warm pool, the cases that test the sandbox itself
+(SANDBOX_CASES) cold under the local backend and docker too, and the CLI's cases under the local backend; the
+matrix group (CI) grades every case under every backend, cold and warm, and the CLI's under docker too.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ NEEDS_LOCAL_ISOLATION = {"forged_reports", "search_filesystem", "import_grader",
 # Cases whose outcome rests on the sandbox itself (its isolation, its limits, how it kills and what outlives it)
 # rather than on the host's checks of what came back (outputs, frames, exceptions, messages, tripwires: the same
 # host code whatever started the worker). The default run grades these under every backend it runs; the others
-# under the local backend (cold), and through docker (runc), the warm pools and gVisor in the matrix group that
-# CI runs (issue 24: the corpus three times over was a quarter of the suite).
+# through the local warm pool, and cold (local, docker runc), through the warm docker pool and under gVisor in
+# the matrix group that CI runs (issue 24: the corpus three times over was a quarter of the suite).
 SANDBOX_CASES = NEEDS_LOCAL_ISOLATION | {
     "control_numpy", "control_torch", "exit_at_import", "os_exit_in_call", "array_protocol_object",
     "infinite_loop", "long_sleep", "ignore_sigterm", "thread_bomb", "memory_bomb", "protocol_flood",
@@ -69,10 +69,12 @@ def _params(cases=CASES, backends=("local", "docker", "docker-runsc"), cli=False
             marks = [pytest.mark.docker] if backend.startswith("docker") else []
             if case.slow:
                 marks.append(pytest.mark.slow)
-            if backend in ("docker", "local-warm") and (cli or case.name not in SANDBOX_CASES):
-                # the host's checks: graded cold and local by default; through the CLI, docker is only the
-                # --sandbox flag (tests/test_docker_grading.py::test_grade_cli_with_docker) and the cases'
-                # outcomes under docker are test_redteam_case's
+            if (cli and backend == "docker") or (not cli and backend in ("docker", "local")
+                                                 and case.name not in SANDBOX_CASES):
+                # the host's checks: graded through the local warm pool by default (a fork of a zygote that has
+                # imported torch: the same host code as a cold worker's, without a cold start per case); through
+                # the CLI, docker is only the --sandbox flag (tests/test_docker_grading.py::
+                # test_grade_cli_with_docker) and the cases' outcomes under docker are test_redteam_case's
                 marks.append(pytest.mark.matrix)
             yield pytest.param(backend, case, id=f"{backend}-{case.name}", marks=marks)
 
