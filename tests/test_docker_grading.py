@@ -71,7 +71,8 @@ def test_a_failing_mutant_grades_identically(tmp_path, exercise, track, bug):
     assert [d.bug for d in docker.diagnosis] == [d.bug for d in local.diagnosis] == [bug]
 
 
-@pytest.mark.parametrize("track", ["numpy", "torch"])
+# torch: in the matrix group; tests/test_host_facts.py measures torch files' peaks in the container by default
+@pytest.mark.parametrize("track", ["numpy", pytest.param("torch", marks=pytest.mark.matrix)])
 def test_flash_attention_memory_is_measured_inside_the_container(tmp_path, track):
     """The worker measures the call's peak memory in the container too: the full (s, s) matrix fails the memory
     tests and is named, with the same verdicts as the local sandbox."""
