@@ -75,9 +75,10 @@ def _strip(value):
     return value
 
 
-def _both(path: Path, sandbox: str, monkeypatch, *, case_named: bool = True):
-    """``case_named=False``: the sweep's fault message may name another case (see test_through_docker_too)."""
-    limits = {"call_timeout_s": 4.0}
+def _both(path: Path, sandbox: str, monkeypatch, *, case_named: bool = True, timeout_s: float = 4.0):
+    """``case_named=False``: the sweep's fault message may name another case (see test_through_docker_too).
+    ``timeout_s``: every call's; the hanging case's wait, once per grade."""
+    limits = {"call_timeout_s": timeout_s}
     ahead = grade(exercise="mha", submission=path, track="numpy", sandbox=sandbox, limits=limits)
     with monkeypatch.context() as m:
         m.delattr(Candidate, "run_many")   # the sweep then calls the candidate one case after another
@@ -106,7 +107,8 @@ def test_through_docker_too(behaviour, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("behaviour", sorted(BEHAVIOURS))
 def test_a_misbehaving_sweep_case_reports_the_same_ahead_or_one_by_one(behaviour, tmp_path, monkeypatch):
-    ahead = _both(_candidate(tmp_path, behaviour), "local", monkeypatch)
+    # a hang is a hang at 1.5 s as at 4 (the corpus's other calls take milliseconds): 5 s less of waiting
+    ahead = _both(_candidate(tmp_path, behaviour), "local", monkeypatch, timeout_s=1.5 if behaviour == "hangs" else 4.0)
     sweep = next(t for t in ahead.tests if t.id == "test_shape_sweep")
     others = [t for t in ahead.tests if t.id != "test_shape_sweep"]
     if behaviour == "raises":  # the candidate's exception: the sweep goes on and names the (shrunk) shape

@@ -96,7 +96,11 @@ def _no_containers_of_ours():
     return [n for n in leftover_containers() if n.startswith(f"grader-{os.getpid()}-")]
 
 
-@pytest.mark.parametrize("track", ["numpy", "torch"])
+# docker-numpy in the matrix group (CI): docker-torch checks the same and torch's threads and generator besides
+@pytest.mark.parametrize("pool,track", [
+    ("local", "numpy"), ("local", "torch"),
+    pytest.param("docker", "numpy", marks=[pytest.mark.docker, pytest.mark.matrix]),
+    pytest.param("docker", "torch", marks=pytest.mark.docker)], indirect=["pool"])
 def test_consecutive_submissions_see_nothing_of_each_other(pool, track, tmp_path):
     sub = write(tmp_path, "probe.py", PROBE + ("\nclass MultiHeadAttention: pass\n" if track == "torch" else
                                                "\ndef mha(*a, **k): pass\n"))
