@@ -23,6 +23,8 @@ ERROR = ("error",)
 HANG = ("timeout", "error")          # the hanging call times out; after the restart budget the rest error
 HANG_LIMITS = {"call_timeout_s": 1}  # a hang is a hang at 1 s as at 2 (the corpus's default): a second less per
                                      # timed-out call, twice per grade, on every backend (issue 24)
+HANG_ONCE = {**HANG_LIMITS, "max_restarts": 0}  # a plain hang: one timeout, the rest error (the restart after a
+                                                # hostile kill is ignore_sigterm's and fork_bomb's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,9 +115,9 @@ CASES = [
     Case("network_exfil", "TCP/UDP/DNS/HTTP/Docker-socket exfiltration", tests={F64: FAILED}),
     # -- resources --------------------------------------------------------------------------------------
     Case("infinite_loop", "while True: pass", only=HANG, some=("timeout",), slow=True,
-         limits=HANG_LIMITS),
+         limits=HANG_ONCE),
     Case("long_sleep", "sleeps for a day", only=HANG, some=("timeout",), slow=True,
-         limits=HANG_LIMITS),
+         limits=HANG_ONCE),
     Case("ignore_sigterm", "ignores SIGTERM and friends, then hangs", only=HANG, some=("timeout",), slow=True,
          limits=HANG_LIMITS),
     Case("fork_bomb", "2**8 tagged processes sleeping forever", only=HANG, some=("timeout",), slow=True,
