@@ -82,7 +82,11 @@ def test_flash_attention_memory_is_measured_inside_the_container(tmp_path, track
     failing = {t.id: t for t in docker.tests if t.status != "passed"}
     assert sorted(failing) == ["test_memory_stays_linear_in_s[causal]", "test_memory_stays_linear_in_s[full]"]
     for t in failing.values():
-        assert t.diagnostics["peak_bytes"] >= t.diagnostics["score_matrix_bytes"] > t.diagnostics["bound_bytes"]
+        fig = t.diagnostics
+        assert fig["score_matrix_bytes"] > fig["bound_bytes"]
+        # the call's own rise, or (gVisor keeping a first call's pages when the over-bound figure is measured again,
+        # graders/common/flash.py REMEASURE) that with what the worker held before it: as tests/test_host_facts.py
+        assert fig["peak_bytes"] + fig.get("held_bytes", 0) >= 0.9 * fig["score_matrix_bytes"], fig
     assert [d.bug for d in docker.diagnosis] == ["flash_full_scores"]
 
 

@@ -9,7 +9,8 @@ a control; never a traceback, never the forged report on stdout).
 
 The default run grades every case through the local warm pool, the cases that test the sandbox itself
 (SANDBOX_CASES) cold under the local backend and docker too, and the CLI's cases under the local backend; the
-matrix group (CI) grades every case under every backend, cold and warm, and the CLI's under docker too.
+matrix group (CI) grades every case under every backend, cold and warm, and the CLI's under docker too. The
+controls and the plain hangs (WARM_REPEATS) go through docker and the warm pool in the matrix group only.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ SANDBOX_CASES = NEEDS_LOCAL_ISOLATION | {
     "control_numpy", "control_torch", "exit_at_import", "os_exit_in_call", "array_protocol_object",
     "infinite_loop", "long_sleep", "ignore_sigterm", "thread_bomb", "memory_bomb", "protocol_flood",
     "stdout_flood_binary", "stderr_junk_then_crash", "search_process_memory", "symlink_fifo_outputs"}
+# Cases the default run need not grade again through docker or the local warm pool: the controls (the default run
+# grades the references under docker and warm: tests/test_docker_grading.py, tests/test_warm.py,
+# tests/test_references.py) and the plain hangs (ignore_sigterm and fork_bomb are the hostile kills)
+WARM_REPEATS = {"control_numpy", "control_torch", "infinite_loop", "long_sleep"}
 TEXT_LIMITS = {"message": 1500, "description": 300}
 ALLOWED_CONTROLS = {"\n", "\t"}
 
@@ -70,7 +75,8 @@ def _params(cases=CASES, backends=("local", "docker", "docker-runsc"), cli=False
             if case.slow:
                 marks.append(pytest.mark.slow)
             if (cli and backend == "docker") or (not cli and backend in ("docker", "local")
-                                                 and case.name not in SANDBOX_CASES):
+                                                 and case.name not in SANDBOX_CASES) \
+                    or (not cli and backend in ("docker", "local-warm") and case.name in WARM_REPEATS):
                 # the host's checks: graded through the local warm pool by default (a fork of a zygote that has
                 # imported torch: the same host code as a cold worker's, without a cold start per case); through
                 # the CLI, docker is only the --sandbox flag (tests/test_docker_grading.py::
