@@ -59,8 +59,8 @@ SANDBOX_CASES = NEEDS_LOCAL_ISOLATION | {
     "infinite_loop", "long_sleep", "ignore_sigterm", "thread_bomb", "memory_bomb", "protocol_flood",
     "stdout_flood_binary", "stderr_junk_then_crash", "search_process_memory", "symlink_fifo_outputs"}
 # Cases the default run need not grade again through docker or the local warm pool: the controls (the default run
-# grades the references under docker and warm: tests/test_docker_grading.py, tests/test_warm.py,
-# tests/test_references.py) and the plain hangs (ignore_sigterm and fork_bomb are the hostile kills)
+# grades references under docker and warm: tests/test_docker_grading.py, tests/test_warm.py) and the plain hangs
+# (ignore_sigterm and fork_bomb are the hostile kills)
 WARM_REPEATS = {"control_numpy", "control_torch", "infinite_loop", "long_sleep"}
 TEXT_LIMITS = {"message": 1500, "description": 300}
 ALLOWED_CONTROLS = {"\n", "\t"}
