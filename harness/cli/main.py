@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from harness.cli.common import fail
+from harness.cli.common import end_now, fail
 from harness.core.errors import GraderError, InfrastructureError
 from harness.core import blas
 
@@ -26,6 +26,9 @@ COMMANDS = {"list": "run:list_cmd", "start": "run:start", "run": "run:run", "san
             "serve": "service:serve_cmd", "tokens": "service:tokens_cmd", "submit": "kit:submit_cmd",
             "login": "kit:login_cmd", "check": "kit:check_cmd", "kit": "kit:kit_cmd", "worker": "service:worker_cmd",
             "reconcile": "service:reconcile_cmd", "rounds": "rounds:rounds_cmd", "review": "review:review_cmd"}
+# Commands that end without the interpreter's teardown when this process is the command (harness.cli.common.end_now):
+# the one-shot grade, whose whole run is a few tenths of a second.
+END_NOW = {"run"}
 
 
 class DefaultGroup(click.Group):
@@ -54,6 +57,22 @@ class DefaultGroup(click.Group):
 
     def get_command(self, ctx, cmd_name):
         return self._load(cmd_name)
+
+    def resolve_command(self, ctx, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        self._ran = name
+        return name, command, rest
+
+    def main(self, args=None, *rest, **extra):
+        """Click's main; with ``args`` None (the console script, `python -m harness`: this process is the command)
+        a command of :data:`END_NOW` ends through :func:`end_now` with the exit code it chose."""
+        self._ran = None
+        try:
+            return super().main(args, *rest, **extra)
+        except SystemExit as exc:
+            if args is None and self._ran in END_NOW and (exc.code is None or isinstance(exc.code, int)):
+                end_now(exc.code or 0)
+            raise
 
     def list_commands(self, ctx):
         return sorted(set(self._loaded) | set(COMMANDS))
