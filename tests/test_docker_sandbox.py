@@ -539,6 +539,31 @@ def stale_image(box):
             client.close()
 
 
+def test_a_grade_on_a_stale_image_stops_the_container_its_overlapped_check_let_start(box, stale_image, monkeypatch):
+    """The one-shot grade checks the engine and the image while its container starts (check_at_start, issue 27):
+    a stale image's container is stopped and removed before it grades, and the error is the check's."""
+    from harness.core.errors import SandboxUnavailable
+    from harness.grading.engine import grade
+
+    monkeypatch.setenv("GRADER_SANDBOX_IMAGE", stale_image)
+    monkeypatch.setenv("GRADER_DOCKER_RUNTIME", box.runtime)
+    started = []
+    real = __import__("subprocess").Popen
+
+    def popen(cmd, *args, **kwargs):
+        started.append(list(cmd))
+        return real(cmd, *args, **kwargs)
+
+    monkeypatch.setattr("harness.sandbox.docker.subprocess.Popen", popen)
+    with pytest.raises(SandboxUnavailable, match="stale") as raised:
+        grade(exercise="mha", submission=Path(__file__).parents[1] / "reference" / "mha_numpy.py", track="numpy",
+              sandbox="docker")
+    assert "grade sandbox build" in raised.value.hint
+    runs = [c for c in started if c[1:2] == ["run"] and c[0].endswith("docker")]
+    assert len(runs) == 1 and stale_image in runs[0]  # it did start: the check overlapped the start
+    assert _mine() == [], "the stale image's container was left behind"
+
+
 def test_doctor_image_stale(box, stale_image, monkeypatch):
     from harness.sandbox.image import doctor
     from harness.core.errors import SandboxUnavailable

@@ -5,8 +5,10 @@ from __future__ import annotations
 from harness.sandbox.base import Limits, Sandbox, WorkerHandle
 
 
-def get_sandbox(name: str, *, notice=None) -> Sandbox:
-    """Return the backend for ``name`` (auto|local|docker). ``notice`` receives one-line messages."""
+def get_sandbox(name: str, *, notice=None, check_at_start: bool = False) -> Sandbox:
+    """Return the backend for ``name`` (auto|local|docker). ``notice`` receives one-line messages.
+    ``check_at_start``: docker's readiness check runs in its first start, overlapping the container's start
+    (:meth:`DockerSandbox.check_at_start`), instead of here."""
     from harness.core.errors import UsageError
     from harness.sandbox.local import LocalSandbox
 
@@ -23,7 +25,10 @@ def get_sandbox(name: str, *, notice=None) -> Sandbox:
 
                 raise SandboxUnavailable("docker sandbox backend is not available", hint="reinstall the package")
             box = DockerSandbox()
-            box.check()  # raises SandboxUnavailable with a fix hint
+            if check_at_start:
+                box.check_at_start()
+            else:
+                box.check()  # raises SandboxUnavailable with a fix hint
             return box
         reason = ("engine", "the docker sandbox backend is not available", "") if DockerSandbox is None \
             else DockerSandbox.unavailable_reason()
