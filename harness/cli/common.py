@@ -83,8 +83,8 @@ def runtime_note() -> str:
 
 def end_now(code: int) -> None:
     """End this process with ``code`` as the interpreter's own exit would, less its teardown of every module and
-    object: the one-shot grade has NumPy, pytest and ~480 modules loaded, and that teardown took ~90 ms of a
-    ~0.55 s `grade mha FILE` (issue 27). First what the interpreter does before that teardown, in its order:
+    object: the one-shot grade has NumPy, pytest and ~480 modules loaded, and that teardown took 60–90 ms of a
+    0.45–0.55 s `grade mha FILE` (issue 27). First what the interpreter does before that teardown, in its order:
     non-daemon threads are joined (``threading._shutdown``, which also stops executors' threads), the ``atexit``
     handlers run (the worker's and its cgroup's cleanup, logging's flush, temporary folders' finalizers); then
     the standard streams are flushed and the process ends. Returns (and the caller exits the usual way) where
