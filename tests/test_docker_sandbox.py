@@ -10,6 +10,7 @@ import io
 import json
 import os
 import select
+import subprocess
 import tarfile
 import textwrap
 import time
@@ -548,13 +549,13 @@ def test_a_grade_on_a_stale_image_stops_the_container_its_overlapped_check_let_s
     monkeypatch.setenv("GRADER_SANDBOX_IMAGE", stale_image)
     monkeypatch.setenv("GRADER_DOCKER_RUNTIME", box.runtime)
     started = []
-    real = __import__("subprocess").Popen
+    real = subprocess.Popen
 
     def popen(cmd, *args, **kwargs):
         started.append(list(cmd))
         return real(cmd, *args, **kwargs)
 
-    monkeypatch.setattr("harness.sandbox.docker.subprocess.Popen", popen)
+    monkeypatch.setattr(subprocess, "Popen", popen)
     with pytest.raises(SandboxUnavailable, match="stale") as raised:
         grade(exercise="mha", submission=Path(__file__).parents[1] / "reference" / "mha_numpy.py", track="numpy",
               sandbox="docker")

@@ -532,8 +532,6 @@ class DockerSandbox(Sandbox):
     def start(self, *, track: str, entry: str, submission: Path, limits: Limits) -> WorkerHandle:
         from harness.core.errors import InfrastructureError
 
-        if not self._check_pending:
-            self._sweep_once()
         if docker_cli() is None:
             raise InfrastructureError("the `docker` command is not installed")
         parent = os.environ.get("GRADER_SANDBOX_TMPDIR") or None  # a path the engine's host can also see
@@ -566,7 +564,7 @@ class DockerSandbox(Sandbox):
                 handle.kill()
                 handle.cleanup()
                 raise
-            self._sweep_once()
+        self._sweep_once()  # after the start is asked for: the engine starts the container meanwhile
         return handle
 
     def describe(self) -> dict:
