@@ -5,7 +5,6 @@ its entry point), the prompt README.md and a stub per track beside it, and the p
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from pathlib import Path
@@ -33,6 +32,8 @@ def load(root: Path, name: str) -> dict:
     path = root / name / "exercise.json"
     if not path.is_file():
         known = names(root)
+        import difflib
+
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else f"; choose one of: {', '.join(known)}"
         raise KitUsageError(f"unknown exercise {name!r}{hint}")

@@ -10,7 +10,6 @@ function.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import json
 from pathlib import Path
@@ -109,6 +108,8 @@ def get_exercise(name: str) -> Exercise:
     exercises = all_exercises()
     if name in exercises:
         return exercises[name]
+    import difflib
+
     close = difflib.get_close_matches(name, exercises, n=1, cutoff=0.5)
     hint = f"; did you mean {close[0]!r}?" if close else f"; choose one of: {', '.join(exercises)}"
     raise UnknownExercise(f"unknown exercise {name!r}{hint}")

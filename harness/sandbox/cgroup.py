@@ -17,7 +17,6 @@ why, the report's ``environment.cgroup`` records it and `grade sandbox doctor` s
 from __future__ import annotations
 
 import atexit
-import concurrent.futures
 import dataclasses
 import errno
 import functools
@@ -333,7 +332,7 @@ class WorkerCgroup:
         return gone
 
 
-_remover: concurrent.futures.ThreadPoolExecutor | None = None
+_remover: concurrent.futures.ThreadPoolExecutor | None = None  # started by the first retire()
 _pending: set = set()
 _pending_lock = threading.Lock()
 
@@ -341,6 +340,8 @@ _pending_lock = threading.Lock()
 def retire(group: WorkerCgroup) -> None:
     """Kill everything in ``group`` now; wait for it to exit and remove the cgroup in the background (the report
     does not wait for the members' exit; :func:`drain` does, and runs at exit)."""
+    import concurrent.futures  # here, not at the top: a one-shot grade starts its worker before it needs this
+
     global _remover
     group.kill(wait=False)
     with _pending_lock:
@@ -375,6 +376,8 @@ def _done(future) -> None:
 
 def drain(timeout: float = 10.0) -> bool:
     """Wait until every retired cgroup is removed (or given up: the sweep takes it later); whether all are done."""
+    import concurrent.futures
+
     with _pending_lock:
         pending = list(_pending)
     done, not_done = concurrent.futures.wait(pending, timeout)

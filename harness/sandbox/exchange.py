@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import secrets
 import tempfile
 from typing import TYPE_CHECKING
 
@@ -42,7 +41,7 @@ class Exchange:
 
     def __init__(self, fd: int, path: str | None = None):
         self.fd, self.path = fd, path
-        self.nonce = secrets.token_bytes(NONCE)
+        self.nonce = os.urandom(NONCE)  # what secrets.token_bytes is, without its import (hmac, OpenSSL)
         self.verified: bool | None = None   # None until the worker's boot frame; then whether the handshake held
         self.reason = "the worker has not booted"
         os.ftruncate(fd, PAGE)

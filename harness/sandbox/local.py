@@ -49,13 +49,24 @@ def namespace_prefix() -> tuple[str, ...]:
     exe = shutil.which("unshare")
     if not exe:
         return ()
-    for args in ((exe, "--net", "--pid", "--fork", "--kill-child"),
-                 (exe, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child")):
+    options = ((exe, "--net", "--pid", "--fork", "--kill-child"),
+               (exe, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"))
+    # An earlier run's choice this boot saves a CLI run ~5 ms. Only a choice is kept: where neither works, every
+    # run asks again (namespaces allowed later are used at once, never a weaker sandbox than the machine allows).
+    cache = _probe_cache("namespaces", exe)
+    try:
+        kept = cache.read_text() if cache is not None else ""
+    except OSError:
+        kept = ""
+    if kept in ("0", "1"):
+        return options[int(kept)]
+    for i, args in enumerate(options):
         try:
             ok = subprocess.run((*args, "true"), capture_output=True, timeout=5).returncode == 0
         except (OSError, subprocess.SubprocessError):
             ok = False
         if ok:
+            _remember(cache, str(i))
             return args
     return ()
 
@@ -84,6 +95,50 @@ def _needed() -> tuple[str, ...]:
         if spec and spec.origin:  # the whole site folder: wheels keep libraries beside the package (numpy.libs)
             keep.add(os.path.dirname(os.path.dirname(spec.origin)))
     return tuple(sorted({os.path.realpath(p) for p in keep if p}))
+
+
+@functools.lru_cache(maxsize=1)
+def site_path() -> tuple[str, ...]:
+    """What ``site`` puts on a ``python -I`` worker's path: the site-packages folders, then the folders their .pth
+    files list (lines that exist; ``import`` lines are skipped), as site.addsitedir would add them. The local
+    worker and zygote run with ``-S`` and get these as ``--site-path``: no .pth file's code runs in them (an
+    editable install's finder, a certificate hook: 20-30 ms of every worker's start on a machine that has them)."""
+    import site
+
+    found: list[str] = []
+
+    def add(path: str) -> None:
+        path = os.path.abspath(path)
+        if path not in found and os.path.exists(path):
+            found.append(path)
+
+    for sitedir in site.getsitepackages():
+        if not os.path.isdir(sitedir):
+            continue
+        add(sitedir)
+        try:
+            names = sorted(n for n in os.listdir(sitedir) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(sitedir, name), encoding="utf-8", errors="replace") as f:
+                    lines = f.read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                if line.strip() and not line.startswith(("#", "import ", "import\t")):
+                    add(os.path.join(sitedir, line.rstrip()))
+    return tuple(found)
+
+
+def python_without_site() -> list[str]:
+    """The interpreter's command line for a local worker or zygote: isolated, no bytecode written, no ``site``."""
+    return [sys.executable, "-I", "-S", "-B"]
+
+
+def site_args() -> list[str]:
+    return [a for path in site_path() for a in ("--site-path", path)]
 
 
 def cover_tmp() -> bool:
@@ -156,12 +211,13 @@ def hidden_paths() -> tuple[str, ...]:
 def _mount_command(prefix: tuple[str, ...], box: str, size_mb: int, cover: bool, hidden,
                    command: list[str]) -> list[str]:
     spec = {"box": box, "size_mb": int(size_mb), "cover": cover, "keep": keeps(cover, hidden), "hidden": list(hidden)}
-    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], sys.executable, "-I", "-S", "-B", str(MOUNT_SETUP),
+    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], *python_without_site(), str(MOUNT_SETUP),
             json.dumps(spec), *command]
 
 
-def _probe_cache() -> Path | None:
-    """Where the mount probe's verdict is remembered for this boot, user, interpreter and harness version."""
+def _probe_cache(kind: str = "mount-probe", *extra: str) -> Path | None:
+    """Where a probe's verdict (``kind``: the mount probe, the namespaces ``unshare`` allows) is remembered for
+    this boot, user, interpreter, harness version and set-up scripts."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
@@ -172,9 +228,18 @@ def _probe_cache() -> Path | None:
     import hashlib
 
     scripts = MOUNT_SETUP.read_text() + MOUNT_PROBE.read_text()
-    digest = hashlib.sha256("\0".join((sys.executable, __version__, scripts)).encode()).hexdigest()
+    digest = hashlib.sha256("\0".join((sys.executable, __version__, scripts, *extra)).encode()).hexdigest()
     key = f"{boot}-{os.getuid()}-{digest[:16]}"
-    return base / f"mount-probe-{key}"
+    return base / f"{kind}-{key}"
+
+
+def _remember(cache: Path | None, verdict: str) -> None:
+    if cache is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(verdict)
+        except OSError:
+            pass
 
 
 @functools.lru_cache(maxsize=1)
@@ -188,12 +253,7 @@ def mount_isolation() -> bool:
     if cache is not None and cache.exists():
         return cache.read_text() == "ok"
     ok = _run_mount_probe(prefix)
-    if cache is not None:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text("ok" if ok else "no")
-        except OSError:
-            pass
+    _remember(cache, "ok" if ok else "no")
     return ok
 
 
@@ -210,7 +270,7 @@ def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
         root = "/tmp" if cover else box
         hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(probe), d)]
         check = json.dumps({"hidden": hidden, "keep": keeps(cover, hidden)})
-        cmd = _mount_command(prefix, box, 1, cover, hidden, [sys.executable, "-I", "-S", "-B",
+        cmd = _mount_command(prefix, box, 1, cover, hidden, [*python_without_site(),
                                                              os.path.join(root, ".worker", MOUNT_PROBE.name), root,
                                                              check])
         try:
@@ -398,7 +458,7 @@ class LocalSandbox(Sandbox):
 
     @staticmethod
     def _command(root: str, track: str, entry: str) -> list[str]:
-        return [sys.executable, "-I", "-B", os.path.join(root, ".worker", "worker.py"), "--track", track,
+        return [*python_without_site(), os.path.join(root, ".worker", "worker.py"), *site_args(), "--track", track,
                 "--entry", entry, os.path.join(root, "submission.py")]
 
     def describe(self) -> dict:
@@ -549,7 +609,7 @@ class Zygote:
         keep = [k for k in keeps(cover, hidden) if _inside(k, root)]
         host_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = host_end
-        command = [sys.executable, "-I", "-B", os.path.join(root, ".worker", "zygote.py"), "--track", track,
+        command = [*python_without_site(), os.path.join(root, ".worker", "zygote.py"), *site_args(), "--track", track,
                    "--control-fd", str(zygote_end.fileno()), "--root", root, "--keep", json.dumps(keep)]
         cmd = _mount_command(namespace_prefix(), box, 8, cover, hidden, command)
         try:
