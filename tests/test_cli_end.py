@@ -59,3 +59,38 @@ def test_only_the_one_shot_grade_run_as_the_command_ends_now(tmp_path, command, 
         assert done.stdout.startswith("mha (numpy track): PASSED")
     else:
         assert "flash_attention" in done.stdout
+
+
+RECORD = """
+import json, sys
+import harness.grading.engine as engine
+real = engine.grade
+def grade(**kw):
+    with open({marker!r}, "w") as f:
+        json.dump(kw.get("ends_process"), f)
+    return real(**kw)
+engine.grade = grade
+"""
+
+
+def test_the_one_shot_grade_says_it_ends_the_process_only_when_it_is_the_command(tmp_path, monkeypatch):
+    """`grade mha FILE` as the command grades with ends_process (a Docker container's end is handed off, not
+    waited for); the same command called in-process (CliRunner, a library's caller) does not."""
+    from click.testing import CliRunner
+
+    from harness.cli import main
+
+    marker = tmp_path / "ends_process"
+    script = RECORD.format(marker=str(marker)) + "from harness.cli import main\nmain()\n"
+    done = subprocess.run([sys.executable, "-c", script, "mha", str(REF_NUMPY), "--sandbox", "local", "-q"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(marker.read_text()) is True
+    marker.unlink()
+    import harness.grading.engine as engine
+
+    monkeypatch.setattr(engine, "grade", engine.grade)  # the real one is put back after the test
+    exec(RECORD.format(marker=str(marker)), {})  # the same recorder, in this process
+    result = CliRunner().invoke(main, ["mha", str(REF_NUMPY), "--sandbox", "local", "-q"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(marker.read_text()) is False

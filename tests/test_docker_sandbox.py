@@ -580,3 +580,58 @@ def test_doctor_image_stale(box, stale_image, monkeypatch):
     assert DockerSandbox.available() is False
     with pytest.raises(SandboxUnavailable, match="stale"):
         DockerSandbox().check()
+
+
+REF_NUMPY = Path(__file__).parents[1] / "reference" / "mha_numpy.py"
+
+
+def _gone(prefix: str, timeout: float = 30.0) -> list[str]:
+    """Our containers whose names start with ``prefix``, once none is left or ``timeout`` has passed."""
+    deadline = time.monotonic() + timeout
+    while (left := [n for n in _mine() if n.startswith(prefix)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def _recording_popen(monkeypatch) -> list:
+    started, real = [], subprocess.Popen
+
+    def popen(cmd, *args, **kwargs):
+        started.append((list(cmd), kwargs))
+        return real(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    return started
+
+
+def test_a_grade_that_ends_its_process_hands_its_container_to_a_detached_remover(box, monkeypatch):
+    """`grade` run as the command (ends_process, issue 27): the container's kill and removal, ~50 ms of the
+    engine's, go to a detached `docker rm -f` that nothing waits for; it removes the container all the same."""
+    from harness.grading.engine import grade
+
+    monkeypatch.setenv("GRADER_DOCKER_RUNTIME", box.runtime)
+    started = _recording_popen(monkeypatch)
+    report = grade(exercise="mha", submission=REF_NUMPY, track="numpy", sandbox="docker", ends_process=True)
+    assert report.verdict == "passed"
+    runs = [c for c, _ in started if c[1:2] == ["run"]]
+    removers = [(c, kw) for c, kw in started if c[1:3] == ["rm", "-f"]]
+    assert len(runs) == 1 and len(removers) == 1
+    command, options = removers[0]
+    assert options.get("start_new_session") and command[3] in runs[0]  # detached, and for that container
+    assert _gone(command[3]) == [], "the detached remover left the container behind"
+
+
+def test_a_worker_dead_at_the_end_is_inspected_and_removed_before_the_grade_returns(box, monkeypatch, tmp_path):
+    """Only a running worker is handed off: one that died (its state may explain a status) is removed as before,
+    before the grade returns, even in a process that ends right after it."""
+    from harness.grading.engine import grade
+
+    monkeypatch.setenv("GRADER_DOCKER_RUNTIME", box.runtime)
+    sub = tmp_path / "sub.py"
+    sub.write_text("import os\n\ndef mha(X, Wq, Wk, Wv, Wo, h, mask=None):\n    os._exit(0)\n")
+    started = _recording_popen(monkeypatch)
+    report = grade(exercise="mha", submission=sub, track="numpy", sandbox="docker", ends_process=True,
+                   limits={"max_restarts": 1, "call_timeout_s": 5})
+    assert report.tests[0].status == "error" and report.tests[0].diagnostics["exit_code"] == 0
+    assert not [c for c, _ in started if c[1:3] == ["rm", "-f"]]
+    assert _mine() == [], "a dead worker's container was left for a remover"

@@ -81,6 +81,9 @@ def runtime_note() -> str:
     return f", docker runtime {value}{' (gVisor)' if value == 'runsc' else ''}" if value else ""
 
 
+ENDS_PROCESS = "harness.ends_process"  # click's ctx.meta: this process ends right after the command (end_now)
+
+
 def end_now(code: int) -> None:
     """End this process with ``code`` as the interpreter's own exit would, less its teardown of every module and
     object: the one-shot grade has NumPy, pytest and ~480 modules loaded, and that teardown took 60–90 ms of a

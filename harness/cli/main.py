@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from harness.cli.common import end_now, fail
+from harness.cli.common import ENDS_PROCESS, end_now, fail
 from harness.core.errors import GraderError, InfrastructureError
 from harness.core import blas
 
@@ -61,12 +61,13 @@ class DefaultGroup(click.Group):
     def resolve_command(self, ctx, args):
         name, command, rest = super().resolve_command(ctx, args)
         self._ran = name
+        ctx.meta[ENDS_PROCESS] = self._whole_process and name in END_NOW  # the command knows it ends the process
         return name, command, rest
 
     def main(self, args=None, *rest, **extra):
         """Click's main; with ``args`` None (the console script, `python -m harness`: this process is the command)
         a command of :data:`END_NOW` ends through :func:`end_now` with the exit code it chose."""
-        self._ran = None
+        self._ran, self._whole_process = None, args is None
         try:
             return super().main(args, *rest, **extra)
         except SystemExit as exc:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from harness.cli.common import fail, runtime_option, style
+from harness.cli.common import ENDS_PROCESS, fail, runtime_option, style
 from harness.core.errors import EXIT_FAILED, EXIT_PASSED, GraderError, UsageError
 from harness.core.exercises import TRACKS
 
@@ -91,12 +91,13 @@ def run(exercise, file, track, sandbox, json_path, seed, timeout, memory_mb, qui
     from harness.cli.progress import RunProgress
 
     progress = None if quiet else RunProgress(sys.stderr, label=f"grading {file}")
+    ends_process = click.get_current_context().meta.get(ENDS_PROCESS, False)  # `grade` itself, not an in-process call
     try:
         with progress or contextlib.nullcontext():
             report = grade(exercise=exercise, submission=file, track=track, sandbox=sandbox, seed=seed,
                            limits={"call_timeout_s": timeout, "memory_mb": memory_mb},
                            notice=lambda msg: click.echo(msg, err=True), keep_artifacts=json_path is not None,
-                           progress=progress)
+                           progress=progress, ends_process=ends_process)
     except GraderError as exc:
         fail(exc)
     if json_path:

@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # imported at run time only where used: the worker starts bef
 def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", sandbox: str | Sandbox = "auto",
           seed: int = 0, limits: Limits | dict | None = None, notice: Callable[[str], None] | None = None,
           diagnose: bool = True, keep_artifacts: bool = False,
-          progress: Callable[[int, int, str | None], None] | None = None, warm: bool = False) -> Report:
+          progress: Callable[[int, int, str | None], None] | None = None, warm: bool = False,
+          ends_process: bool = False) -> Report:
     """``sandbox``: auto|local|docker, or a :class:`Sandbox` object, e.g. a
     :class:`harness.session.warm.WarmPool` that a service keeps for all its submissions.
 
@@ -39,6 +40,9 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
 
     ``keep_artifacts``: also keep, as ``report.artifacts`` (not part of the JSON), the arrays of a few failing
     forward tests (case, candidate output, reference; size-capped) for the HTML report's plots.
+
+    ``ends_process``: this process ends right after the grade (the `grade` CLI's one-shot run): a Docker
+    container's kill and removal are handed to a detached ``docker rm -f`` instead of waited for.
 
     ``progress``: called as ``progress(index, total, test_id)`` when each test starts, then ``(total, total, None)``
     when the suite is over (see harness/grading/progress.py).
@@ -53,7 +57,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
             with blas.one_thread():   # the host's small products, without OpenBLAS's spinning threads
                 report = _grade(exercise=exercise, submission=submission, track=track, sandbox=sandbox, seed=seed,
                                 limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts,
-                                progress=progress, warm=warm)
+                                progress=progress, warm=warm, ends_process=ends_process)
         except GraderError:
             raise
         except Exception as exc:
@@ -67,7 +71,8 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
 
 def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox: str | Sandbox, seed: int,
            limits: Limits | dict | None, notice: Callable[[str], None] | None, diagnose: bool,
-           keep_artifacts: bool, progress: Callable[[int, int, str | None], None] | None, warm: bool) -> Report:
+           keep_artifacts: bool, progress: Callable[[int, int, str | None], None] | None, warm: bool,
+           ends_process: bool) -> Report:
     t0 = time.monotonic()
     ex = get_exercise(exercise)
     sub = load_submission(submission)
@@ -86,7 +91,8 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
 
         box = shared_pool(sandbox, notice=notice)
     else:
-        box = get_sandbox(sandbox, notice=notice, check_at_start=True)  # one grade: docker's check overlaps its start
+        # one grade: docker's check overlaps its start
+        box = get_sandbox(sandbox, notice=notice, check_at_start=True, hand_off_end=ends_process)
 
     from harness.session.channel import WorkerSession
 

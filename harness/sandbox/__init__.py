@@ -5,10 +5,11 @@ from __future__ import annotations
 from harness.sandbox.base import Limits, Sandbox, WorkerHandle
 
 
-def get_sandbox(name: str, *, notice=None, check_at_start: bool = False) -> Sandbox:
+def get_sandbox(name: str, *, notice=None, check_at_start: bool = False, hand_off_end: bool = False) -> Sandbox:
     """Return the backend for ``name`` (auto|local|docker). ``notice`` receives one-line messages.
     ``check_at_start``: docker's readiness check runs in its first start, overlapping the container's start
-    (:meth:`DockerSandbox.check_at_start`), instead of here."""
+    (:meth:`DockerSandbox.check_at_start`), instead of here. ``hand_off_end``: the process ends right after its
+    grade, so a container's kill and removal go to a detached process (:meth:`DockerHandle.hand_off`)."""
     from harness.core.errors import UsageError
     from harness.sandbox.local import LocalSandbox
 
@@ -24,7 +25,7 @@ def get_sandbox(name: str, *, notice=None, check_at_start: bool = False) -> Sand
                 from harness.core.errors import SandboxUnavailable
 
                 raise SandboxUnavailable("docker sandbox backend is not available", hint="reinstall the package")
-            box = DockerSandbox()
+            box = DockerSandbox(hand_off_end=hand_off_end)
             if check_at_start:
                 box.check_at_start()
             else:
@@ -33,7 +34,7 @@ def get_sandbox(name: str, *, notice=None, check_at_start: bool = False) -> Sand
         reason = ("engine", "the docker sandbox backend is not available", "") if DockerSandbox is None \
             else DockerSandbox.unavailable_reason()
         if reason is None:
-            return DockerSandbox()
+            return DockerSandbox(hand_off_end=hand_off_end)
         if notice:
             notice(fallback_note(*reason))
         return LocalSandbox()
