@@ -120,35 +120,6 @@ def test_scratch_of_a_killed_grader_is_swept(tmp_path):
     live.rmdir()
 
 
-def test_site_path_is_what_site_would_add_without_running_any_pth_code(tmp_path, monkeypatch):
-    import site
-
-    from harness.sandbox import local
-
-    sitedir, listed = tmp_path / "site-packages", tmp_path / "elsewhere"
-    sitedir.mkdir()
-    listed.mkdir()
-    (sitedir / "a.pth").write_text(f"# a comment\n{listed}\nimport os; os.environ['PTH_RAN'] = '1'\n\nmissing_dir\n")
-    (sitedir / "b.pth").write_text(f"{listed}\n")  # listed twice: added once
-    monkeypatch.setattr(site, "getsitepackages", lambda: [str(sitedir), str(tmp_path / "not-there")])
-    local.site_path.cache_clear()
-    try:
-        assert local.site_path() == (str(sitedir), str(listed))
-        assert "PTH_RAN" not in os.environ
-    finally:
-        local.site_path.cache_clear()
-
-
-def test_the_worker_runs_without_site_but_with_its_packages_and_builtins(tmp_path):
-    """The local worker starts with -S (no .pth file's code, no sitecustomize): NumPy still imports from the
-    site-packages the host names, and the builtins site would add (exit, quit, help) are there for the candidate."""
-    report = graded(tmp_path, "import sys, builtins\nimport numpy\n"
-                              "facts = [sys.flags.no_site, all(hasattr(builtins, n) for n in ('exit', 'quit', 'help')),"
-                              " 'sitecustomize' in sys.modules]\n"
-                              "raise RuntimeError(f'facts {facts}')\n")
-    assert "facts [1, True, False]" in report.tests[0].message
-
-
 def test_the_namespace_choice_is_kept_for_the_boot_but_a_refusal_is_asked_again(tmp_path, monkeypatch):
     import shutil
     import subprocess

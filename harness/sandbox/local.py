@@ -97,50 +97,6 @@ def _needed() -> tuple[str, ...]:
     return tuple(sorted({os.path.realpath(p) for p in keep if p}))
 
 
-@functools.lru_cache(maxsize=1)
-def site_path() -> tuple[str, ...]:
-    """What ``site`` puts on a ``python -I`` worker's path: the site-packages folders, then the folders their .pth
-    files list (lines that exist; ``import`` lines are skipped), as site.addsitedir would add them. The local
-    worker and zygote run with ``-S`` and get these as ``--site-path``: no .pth file's code runs in them (an
-    editable install's finder, a certificate hook: 20-30 ms of every worker's start on a machine that has them)."""
-    import site
-
-    found: list[str] = []
-
-    def add(path: str) -> None:
-        path = os.path.abspath(path)
-        if path not in found and os.path.exists(path):
-            found.append(path)
-
-    for sitedir in site.getsitepackages():
-        if not os.path.isdir(sitedir):
-            continue
-        add(sitedir)
-        try:
-            names = sorted(n for n in os.listdir(sitedir) if n.endswith(".pth"))
-        except OSError:
-            continue
-        for name in names:
-            try:
-                with open(os.path.join(sitedir, name), encoding="utf-8", errors="replace") as f:
-                    lines = f.read().splitlines()
-            except OSError:
-                continue
-            for line in lines:
-                if line.strip() and not line.startswith(("#", "import ", "import\t")):
-                    add(os.path.join(sitedir, line.rstrip()))
-    return tuple(found)
-
-
-def python_without_site() -> list[str]:
-    """The interpreter's command line for a local worker or zygote: isolated, no bytecode written, no ``site``."""
-    return [sys.executable, "-I", "-S", "-B"]
-
-
-def site_args() -> list[str]:
-    return [a for path in site_path() for a in ("--site-path", path)]
-
-
 def cover_tmp() -> bool:
     """Whether the worker's tmpfs can replace /tmp: not when /tmp itself is (inside) a folder the interpreter
     needs. Folders it needs *under* /tmp (a venv there) are mounted back into the new /tmp (see mount_setup.py)."""
@@ -211,7 +167,7 @@ def hidden_paths() -> tuple[str, ...]:
 def _mount_command(prefix: tuple[str, ...], box: str, size_mb: int, cover: bool, hidden,
                    command: list[str]) -> list[str]:
     spec = {"box": box, "size_mb": int(size_mb), "cover": cover, "keep": keeps(cover, hidden), "hidden": list(hidden)}
-    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], *python_without_site(), str(MOUNT_SETUP),
+    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], sys.executable, "-I", "-S", "-B", str(MOUNT_SETUP),
             json.dumps(spec), *command]
 
 
@@ -270,7 +226,7 @@ def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
         root = "/tmp" if cover else box
         hidden = [d for d in hidden_paths() if cover or not _inside(os.path.realpath(probe), d)]
         check = json.dumps({"hidden": hidden, "keep": keeps(cover, hidden)})
-        cmd = _mount_command(prefix, box, 1, cover, hidden, [*python_without_site(),
+        cmd = _mount_command(prefix, box, 1, cover, hidden, [sys.executable, "-I", "-S", "-B",
                                                              os.path.join(root, ".worker", MOUNT_PROBE.name), root,
                                                              check])
         try:
@@ -458,7 +414,7 @@ class LocalSandbox(Sandbox):
 
     @staticmethod
     def _command(root: str, track: str, entry: str) -> list[str]:
-        return [*python_without_site(), os.path.join(root, ".worker", "worker.py"), *site_args(), "--track", track,
+        return [sys.executable, "-I", "-B", os.path.join(root, ".worker", "worker.py"), "--track", track,
                 "--entry", entry, os.path.join(root, "submission.py")]
 
     def describe(self) -> dict:
@@ -609,7 +565,7 @@ class Zygote:
         keep = [k for k in keeps(cover, hidden) if _inside(k, root)]
         host_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = host_end
-        command = [*python_without_site(), os.path.join(root, ".worker", "zygote.py"), *site_args(), "--track", track,
+        command = [sys.executable, "-I", "-B", os.path.join(root, ".worker", "zygote.py"), "--track", track,
                    "--control-fd", str(zygote_end.fileno()), "--root", root, "--keep", json.dumps(keep)]
         cmd = _mount_command(namespace_prefix(), box, 8, cover, hidden, command)
         try:

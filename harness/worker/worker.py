@@ -27,22 +27,6 @@ import traceback
 from types import ModuleType
 from typing import BinaryIO
 
-
-def _site_path(argv: list[str]) -> list[str]:
-    """The folders named by ``--site-path DIR`` (repeatable). The local worker runs without ``site`` (``-S``):
-    the host hands over what ``site`` would have put on the path (site-packages and the folders their .pth
-    files list), and no .pth file's code (an editable install's finder, a certificate hook) runs in here."""
-    return [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--site-path"]
-
-
-if sys.flags.no_site:
-    sys.path.extend(p for p in _site_path(sys.argv) if p not in sys.path)
-    import site  # noqa: E402  (under -S importing it runs nothing: only the builtins a candidate may use)
-
-    site.setquit()
-    site.setcopyright()
-    site.sethelper()
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wire  # noqa: E402  (sibling module, copied next to this file in every sandbox)
 
@@ -670,7 +654,6 @@ def main() -> None:
     parser.add_argument("--no-warm-up", action="store_true", help="(--warm) imports only, no warm-up forward")
     parser.add_argument("--exchange", help="the host's input exchange file (a bind mount)")
     parser.add_argument("--exchange-fd", type=int, help="the host's input exchange, an inherited descriptor")
-    parser.add_argument("--site-path", action="append", default=[], help="a folder site would add (under -S)")
     parser.add_argument("submission", nargs="?")
     opts = parser.parse_args()
     if opts.warm:
