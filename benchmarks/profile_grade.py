@@ -166,6 +166,7 @@ def main() -> int:
     parser.add_argument("--file", type=Path)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--all-events", action="store_true", help="every test's start, not only the slow ones")
+    parser.add_argument("--warm", action="store_true", help="workers from the warm pool, as `grade serve` grades")
     opts = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} "
           "(shared machine: other processes' load inflates wall times)")
@@ -188,7 +189,7 @@ def main() -> int:
         mark("host", f"grade() #{run + 1} called")
         cpu = time.process_time()
         report = grade(exercise=opts.exercise, submission=path, track=opts.track, sandbox=opts.sandbox,
-                       progress=progress)
+                       progress=progress, warm=opts.warm)
         mark("host", f"grade() returned: {report.verdict} {report.score}/{report.max_score}")
         json_t = time.monotonic()
         report.to_json()

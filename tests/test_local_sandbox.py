@@ -153,3 +153,123 @@ def test_the_namespace_choice_is_kept_for_the_boot_but_a_refusal_is_asked_again(
         assert not list(tmp_path.glob("attn-grader/namespaces-*"))  # a refusal is never kept
     finally:
         local.namespace_prefix.cache_clear()
+
+
+def _vfork_start_or_skip():
+    from harness.sandbox import local
+
+    if not (local.mount_isolation() and local._setpriv()):  # CI's machine has both (util-linux, root)
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI's machine must allow the mount namespace and have setpriv --pdeathsig")
+        pytest.skip("no mount namespace or no setpriv --pdeathsig here: the worker starts through preexec_fn")
+
+
+FACTS = """import os, resource, sys
+print("FACTS", resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resource.RLIMIT_NOFILE),
+      resource.getrlimit(resource.RLIMIT_CORE), open("/proc/self/cgroup").read().replace(chr(10), " "),
+      file=sys.stderr, flush=True)
+"""
+
+
+def _facts_line(handle, timeout: float = 30.0) -> str:
+    import select
+    import time
+
+    deadline, seen = time.monotonic() + timeout, b""
+    fd = handle.proc.stderr.fileno()
+    while b"FACTS" not in seen or not seen.split(b"FACTS", 1)[1].count(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(fd, 65536) if ready else b""
+        assert chunk, f"no facts from the worker: {seen[-500:]!r}"
+        seen += chunk
+    return seen.split(b"FACTS", 1)[1].split(b"\n", 1)[0].decode()
+
+
+def test_the_worker_starts_without_preexec_fn_yet_in_its_cgroup_and_under_its_rlimits(tmp_path, monkeypatch):
+    """Issue 27: with the mount namespace and setpriv, the host's Popen runs no Python between fork and exec (so
+    subprocess can vfork); mount_setup.py joins the worker's cgroup and sets its rlimits before the worker runs."""
+    import subprocess
+
+    from harness.sandbox.local import LocalSandbox
+
+    _vfork_start_or_skip()
+    hooks, real = [], subprocess.Popen
+
+    def popen(cmd, *args, **kwargs):
+        hooks.append((list(cmd), kwargs.get("preexec_fn")))
+        return real(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    limits = Limits().replace(memory_mb=1500, nofile=200)
+    handle = LocalSandbox().start(track="numpy", entry="mha", submission=write(tmp_path, "sub.py", FACTS),
+                                  limits=limits)
+    try:
+        facts = _facts_line(handle)
+        cmd, hook = hooks[-1]
+        assert hook is None and cmd[1:4] == ["--pdeathsig", "KILL", "--"]
+        mb = 1024 * 1024
+        assert f"({1500 * mb}, {1500 * mb}) (200, 200) (0, 0)" in facts
+        assert handle.cgroup is not None and handle.cgroup.name in facts  # in its own cgroup, every hierarchy
+        assert all(handle.cgroup.name in line for line in facts.split(" ") if ":memory:" in line or ":pids:" in line)
+    finally:
+        handle.kill()
+        handle.cleanup()
+
+
+KEEPER = """
+import sys, time
+from pathlib import Path
+from harness.sandbox.base import Limits
+from harness.sandbox.local import LocalSandbox
+from harness.worker.wire import MAGIC
+
+handle = LocalSandbox().start(track="numpy", entry="mha", submission=Path(sys.argv[1]), limits=Limits())
+assert handle.proc.stdout.read(4) == MAGIC  # the boot frame: next, the worker imports the submission
+time.sleep(0.5)                             # which hangs in its regex, holding the GIL
+print(handle.proc.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_grader_killed_outright_takes_its_worker_down_with_it(tmp_path):
+    """setpriv --pdeathsig KILL in place of die_with_parent: the grader dies, unshare gets SIGKILL, and
+    unshare --kill-child takes the worker with it. The submission holds the GIL in one long C call (a regex that
+    backtracks for ever) as it is imported, so the worker cannot see its input close and end by itself."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _vfork_start_or_skip()
+    sub = write(tmp_path, "sub.py", "import re\nre.match('(a*)*b', 'a' * 64)\n")
+    grader = subprocess.Popen([sys.executable, "-c", KEEPER, str(sub)], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parent.parent)
+    try:
+        unshare = int(grader.stdout.readline())
+        deadline, family = time.monotonic() + 30, []
+        while time.monotonic() < deadline and not family:  # unshare's child: the set-up, then the worker
+            try:
+                family = [int(p) for p in Path(f"/proc/{unshare}/task/{unshare}/children").read_text().split()]
+            except OSError:
+                break
+            time.sleep(0.05)
+        assert family, "the worker never started"
+        os.kill(grader.pid, signal.SIGKILL)
+        grader.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(p) for p in [unshare, *family]):
+            time.sleep(0.05)
+        assert not any(_alive(p) for p in [unshare, *family]), "the worker outlived its grader"
+    finally:
+        if grader.poll() is None:
+            grader.kill()
+            grader.wait(timeout=30)
+        grader.stdout.close()

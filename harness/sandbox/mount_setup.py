@@ -3,7 +3,12 @@
 Runs as root of a new mount namespace (after ``unshare --mount``, before the worker):
 
     python -I -S -B mount_setup.py SPEC_JSON COMMAND...     SPEC = {"box", "size_mb", "cover", "keep", "hidden"}
+                                                                    (+ "join", "rlimits" for a worker)
 
+0. with ``join`` and ``rlimits`` (a local worker started without ``preexec_fn``), before anything else: "0" is
+   written to each inherited descriptor of the worker's ``cgroup.procs`` files (this process, and all it will
+   run, enters the worker's cgroup: its pids and memory limits, and the tmpfs pages below are charged there),
+   then the rlimits are set;
 1. a size-capped tmpfs at BOX gets a copy of the worker, the submission (none for the zygote) and an empty home;
 2. the folders the interpreter needs that lie inside what is about to be covered (``keep``: a venv under /tmp,
    Python under /root, site-packages under /work...) are bind-mounted into the box, to be carried across;
@@ -22,6 +27,7 @@ import ctypes
 import errno
 import json
 import os
+import resource
 import shutil
 import sys
 
@@ -128,8 +134,17 @@ def read_only_elsewhere(box: str) -> None:
             pass
 
 
+def limit(spec) -> None:
+    for fd in spec.get("join", []):  # the host's descriptors of the worker's cgroup.procs files: "0" is this process
+        os.write(fd, b"0")
+        os.close(fd)
+    for name, (soft, hard) in spec.get("rlimits", {}).items():
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+
+
 def main(argv) -> None:
     spec, command = json.loads(argv[0]), argv[1:]
+    limit(spec)
     box, keep, hidden = spec["box"], spec["keep"], spec["hidden"]
     fill_box(box, spec["size_mb"])
     stash_keeps(box, keep)
