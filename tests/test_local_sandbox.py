@@ -273,3 +273,31 @@ def test_a_grader_killed_outright_takes_its_worker_down_with_it(tmp_path):
             grader.kill()
             grader.wait(timeout=30)
         grader.stdout.close()
+
+
+INTERPRETER = """import os, sys
+print("FACTS", sys.flags.isolated, sys.flags.no_site, sys.flags.dont_write_bytecode, os.path.basename(sys.argv[0]),
+      os.path.basename(sys.modules["__main__"].__file__),
+      [os.path.basename(a) for a in open("/proc/self/cmdline").read().split(chr(0)) if a.endswith(".py")],
+      file=sys.stderr, flush=True)
+"""
+
+
+def test_the_worker_runs_in_the_mount_set_ups_own_interpreter_with_the_workers_flags(tmp_path):
+    """Issue 27: mount_setup.py runs the worker's script in place (runpy) rather than executing a second
+    interpreter: the worker's start saves an interpreter's start and the set-up's imports; the flags are the
+    worker's own (-I -B, with site), and the script is the worker's __main__."""
+    from harness.sandbox.local import LocalSandbox, mount_isolation
+
+    if not mount_isolation():
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI's machine must allow the mount namespace")
+        pytest.skip("no mount namespace here: the worker is executed directly")
+    handle = LocalSandbox().start(track="numpy", entry="mha", submission=write(tmp_path, "sub.py", INTERPRETER),
+                                  limits=Limits())
+    try:
+        facts = _facts_line(handle)
+    finally:
+        handle.kill()
+        handle.cleanup()
+    assert facts.strip() == "1 0 1 worker.py worker.py ['mount_setup.py', 'worker.py', 'submission.py']"

@@ -18,7 +18,9 @@ Runs as root of a new mount namespace (after ``unshare --mount``, before the wor
 5. the ``keep`` folders are moved back to their own paths, on top of the new /tmp or of the cover, which is then
    made read-only: nothing else of /tmp or of a hidden folder shows, and nothing depends on entries that other
    processes own (no check-then-mount race);
-6. every other writable mount but the box and /proc is re-mounted read-only; the worker starts in BOX/home.
+6. every other writable mount but the box and /proc is re-mounted read-only; the worker starts in BOX/home:
+   COMMAND is executed, or, with ``in_place``, COMMAND[0] is a Python script run here (runpy) with COMMAND as
+   its argv, saving an interpreter's start (this interpreter was then started with the worker's flags).
 
 A failure here kills the worker before its boot frame: the host retries it, then reports a grader fault.
 """
@@ -155,6 +157,12 @@ def main(argv) -> None:
     restore_keeps(box, keep, open_covers)
     read_only_elsewhere(box)
     os.chdir(os.path.join(box, "home"))
+    if spec.get("in_place"):  # a script, run in this interpreter (started with the worker's own flags)
+        import runpy
+
+        sys.argv = list(command)
+        runpy.run_path(command[0], run_name="__main__")
+        return
     os.execv(command[0], command)
 
 
