@@ -422,9 +422,11 @@ class LocalSandbox(Sandbox):
                 if vfork:  # mount_setup.py joins the cgroup and sets the rlimits, first thing
                     joins = group.open_procs() if group is not None else []
                     setup = {"join": joins, "rlimits": rlimits(limits)}
+                command = self._command(root, track, entry) + extra
                 # the worker's script runs in the set-up's own interpreter: one interpreter's start, not two
+                in_place = command[:3] == [sys.executable, "-I", "-B"]
                 cmd = _mount_command(prefix, box, int(limits.tmpfs_mb), cover, hidden,
-                                     self._command(root, track, entry)[3:] + extra, in_place=True, **setup)
+                                     command[3:] if in_place else command, in_place=in_place, **setup)
                 if vfork:
                     cmd = [_setpriv(), "--pdeathsig", "KILL", "--", *cmd]
             else:
