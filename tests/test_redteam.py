@@ -293,10 +293,15 @@ def _live_children(exclude=frozenset()) -> set[str]:
     return found
 
 
-def _containers_of(pid: int) -> list[str]:
+def _containers_of(pid: int, wait_s: float = 0.0) -> list[str]:
+    """The grader containers of process ``pid`` still there (once none is, or after ``wait_s`` seconds)."""
     from harness.sandbox.image import leftover_containers
 
-    return [n for n in leftover_containers() if n.startswith(f"grader-{pid}-")]
+    deadline = time.monotonic() + wait_s
+    while (left := [n for n in leftover_containers() if n.startswith(f"grader-{pid}-")]) and \
+            time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
 
 
 def check_nothing_left(case: Case, arena: Arena, backend: str, *, pid: int | None = None,
@@ -308,7 +313,9 @@ def check_nothing_left(case: Case, arena: Arena, backend: str, *, pid: int | Non
         time.sleep(case.late_s)
     assert _processes_with(arena.marker) == [], "processes tagged by the submission survived"
     children = _live_children({arena.holder.pid}) - arena.children_before
-    containers = _containers_of(pid or os.getpid()) if backend.startswith("docker") else []
+    # a `grade` process (``pid``) hands its running container to a detached `docker rm -f` as it ends
+    # (DockerHandle.hand_off, issue 27): gone moments after the process, so it is waited for, within 30 s
+    containers = _containers_of(pid or os.getpid(), 30.0 if pid else 0.0) if backend.startswith("docker") else []
     for one in ([] if pool is None else pool if isinstance(pool, (list, tuple)) else [pool]):
         owned = one.owned()
         children = {c for c in children if int(c.split()[0]) not in owned["pids"]}
