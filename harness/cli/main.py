@@ -60,18 +60,18 @@ class DefaultGroup(click.Group):
 
     def resolve_command(self, ctx, args):
         name, command, rest = super().resolve_command(ctx, args)
-        self._ran = name
-        ctx.meta[ENDS_PROCESS] = self._whole_process and name in END_NOW  # the command knows it ends the process
+        self._ends = self._whole_process and name in END_NOW
+        ctx.meta[ENDS_PROCESS] = self._ends  # the command knows it ends the process
         return name, command, rest
 
     def main(self, args=None, *rest, **extra):
         """Click's main; with ``args`` None (the console script, `python -m harness`: this process is the command)
         a command of :data:`END_NOW` ends through :func:`end_now` with the exit code it chose."""
-        self._ran, self._whole_process = None, args is None
+        self._whole_process, self._ends = args is None, False
         try:
             return super().main(args, *rest, **extra)
         except SystemExit as exc:
-            if args is None and self._ran in END_NOW and (exc.code is None or isinstance(exc.code, int)):
+            if self._ends and (exc.code is None or isinstance(exc.code, int)):
                 end_now(exc.code or 0)
             raise
 

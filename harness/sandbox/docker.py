@@ -342,21 +342,20 @@ class DockerHandle(WorkerHandle):
         removal that never happens (the engine gone meanwhile) is a labelled leftover for the next sweep."""
         self.retire = None
         cli = docker_cli()
-        if self._removed or cli is None or self.proc.poll() is not None:
-            self.kill()
-            self.cleanup()
-            return
-        try:
-            subprocess.Popen([cli, "rm", "-f", self.name], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
-        except OSError:
-            self.kill()
-            self.cleanup()
-            return
-        self._killed = self._removed = True
-        self.proc.kill()  # the `docker run` client only (the container is the remover's): gone at once
-        self.proc.wait()
-        self._release()
+        if not self._removed and cli is not None and self.proc.poll() is None:
+            try:
+                subprocess.Popen([cli, "rm", "-f", self.name], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            except OSError:
+                pass
+            else:
+                self._killed = self._removed = True
+                self.proc.kill()  # the `docker run` client only (the container is the remover's): gone at once
+                self.proc.wait()
+                self._release()
+                return
+        self.kill()  # as WorkerSession.close ends any other handle
+        self.cleanup()
 
     def _release(self) -> None:
         """What the host holds for this container: the client's pipes, the API client, the exchange, the folder."""

@@ -51,24 +51,30 @@ def namespace_prefix() -> tuple[str, ...]:
         return ()
     options = ((exe, "--net", "--pid", "--fork", "--kill-child"),
                (exe, "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"))
-    # An earlier run's choice this boot saves a CLI run ~5 ms. Only a choice is kept: where neither works, every
-    # run asks again (namespaces allowed later are used at once, never a weaker sandbox than the machine allows).
-    cache = _probe_cache("namespaces", exe)
+    chosen = _kept_choice("namespaces", exe, [(*args, "true") for args in options])
+    return () if chosen is None else options[chosen]
+
+
+def _kept_choice(kind: str, exe: str, commands: list) -> int | None:
+    """The index of the first of ``commands`` that succeeds here, or None. An earlier run's choice this boot is
+    read back (saving a CLI run a process start each, ~2-5 ms). Only a choice is kept: where none works, every run
+    asks again (a feature allowed later is used at once, never a weaker sandbox than the machine allows)."""
+    cache = _probe_cache(kind, exe)
     try:
         kept = cache.read_text() if cache is not None else ""
     except OSError:
         kept = ""
-    if kept in ("0", "1"):
-        return options[int(kept)]
-    for i, args in enumerate(options):
+    if kept.isdigit() and int(kept) < len(commands):
+        return int(kept)
+    for i, command in enumerate(commands):
         try:
-            ok = subprocess.run((*args, "true"), capture_output=True, timeout=5).returncode == 0
+            ok = subprocess.run(command, capture_output=True, timeout=5).returncode == 0
         except (OSError, subprocess.SubprocessError):
             ok = False
         if ok:
             _remember(cache, str(i))
-            return args
-    return ()
+            return i
+    return None
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -187,13 +193,9 @@ def _setpriv() -> str | None:
     the worker runs, so ``subprocess`` can vfork instead of forking the whole host and running Python in the child
     (10-20 ms of a one-shot grade's critical path)."""
     exe = shutil.which("setpriv")
-    if not exe:
+    if not exe or _kept_choice("setpriv", exe, [[exe, "--pdeathsig", "KILL", "--", "true"]]) is None:
         return None
-    try:
-        done = subprocess.run([exe, "--pdeathsig", "KILL", "--", "true"], capture_output=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return exe if done.returncode == 0 else None
+    return exe
 
 
 def _probe_cache(kind: str = "mount-probe", *extra: str) -> Path | None:
