@@ -31,9 +31,13 @@ def header(d: dict) -> bytes:
 
 def test_round_trip_keeps_values_dtype_and_order():
     for arr in (np.arange(12.0).reshape(3, 4), np.asfortranarray(np.ones((2, 3), np.float32)),
-                np.array([[True, False]]), np.zeros((0, 4)), np.complex64(1 + 2j) * np.ones(3)):
-        out = wire.decode_array(wire.encode_array(arr))
-        assert out.dtype == arr.dtype and out.shape == arr.shape and np.array_equal(out, arr)
+                np.array([[True, False]]), np.zeros((0, 4)), np.complex64(1 + 2j) * np.ones(3), np.arange(9)[::2]):
+        for _ in range(2):  # the second time with the header kept from the first
+            assert wire.encode_array(arr) == npy(np.ascontiguousarray(arr))  # the bytes numpy writes
+            out = wire.decode_array(wire.encode_array(arr))
+            assert out.dtype == arr.dtype and out.shape == arr.shape and np.array_equal(out, arr)
+    with pytest.raises(ValueError, match="allow_pickle"):
+        wire.encode_array(np.array([{}], dtype=object))
 
 
 @pytest.mark.parametrize("blob,needle", [
@@ -50,6 +54,49 @@ def test_round_trip_keeps_values_dtype_and_order():
 def test_decode_rejects(blob, needle):
     with pytest.raises(wire.WireError, match=needle):
         wire.decode_array(blob)
+
+
+def _numpy_reads(blob: bytes):
+    """numpy's own reader of a version 1.0 header: (shape, fortran, dtype, data start), or None where it refuses."""
+    f = io.BytesIO(blob)
+    try:
+        if np.lib.format.read_magic(f) != (1, 0):
+            return None
+        return (*np.lib.format.read_array_header_1_0(f, max_header_size=wire.MAX_NPY_HEADER), f.tell())
+    except Exception:
+        return None
+
+
+def test_the_fast_header_reader_reads_as_numpy_does_or_leaves_it_to_numpy():
+    """wire's regular-expression reader of the header numpy writes: on every header numpy writes for an allowed
+    dtype it reads what numpy's reader reads (and is used: it is the fast path); on a header changed in any one
+    byte it either reads what numpy's reader reads or declines (numpy's reader then parses or refuses it)."""
+    arrays = [np.zeros(()), np.ones(7, np.float32), np.zeros((0, 4)), np.arange(6).reshape(2, 3),
+              np.asfortranarray(np.ones((3, 2))), np.ones((1, 2, 3, 4, 5), np.complex64), np.array([True]),
+              np.zeros((123456, 0), np.int8), np.zeros((10, 11, 12), np.uint8)]
+    every_dtype = [np.zeros((2, 3), dtype=t) for t in sorted(wire.ALLOWED_DTYPES)]
+    fast, declined = 0, 0
+    for n, arr in enumerate(arrays + every_dtype):
+        blob = npy(arr)
+        seen = _numpy_reads(blob)
+        assert wire._header(blob) == seen
+        assert wire._CANONICAL.fullmatch(blob, 10, seen[3]), blob[:seen[3]]   # the fast path read it
+        for i in range(6, seen[3] if n < len(arrays) else 6):
+            for b in (0x20, 0x29, 0x2C, 0x30, 0x31, 0x3E, 0x0A, blob[i] ^ 1):
+                changed = blob[:i] + bytes([b]) + blob[i + 1:]
+                theirs = _numpy_reads(changed)
+                try:
+                    ours = wire._header(changed)
+                except wire.WireError:
+                    ours = None
+                if ours is not None and theirs is not None and ours != theirs:
+                    raise AssertionError(f"read {changed[:seen[3]]!r} as {ours}, numpy as {theirs}")
+                if theirs is None:
+                    assert ours is None, changed[:seen[3]]
+                    declined += 1
+                else:
+                    fast += 1
+    assert fast > 100 and declined > 100
 
 
 def test_frame_limits():

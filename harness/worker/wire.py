@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import struct
 
 import numpy as np
@@ -58,10 +59,24 @@ class WireError(ValueError):
     """A frame or array that breaks the protocol."""
 
 
+_HEADERS: dict[tuple, bytes] = {}  # (dtype, shape) -> the .npy header numpy writes for it (at most MAX_HEADERS kept)
+MAX_HEADERS = 4096
+
+
 def encode_array(arr: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
-    return buf.getvalue()
+    """The ``.npy`` bytes numpy's ``write_array`` gives (version 1.0), with the header it wrote for the same dtype and
+    shape before kept (writing one is ~3 µs of a small array's ~5)."""
+    arr = np.ascontiguousarray(arr)
+    key = (arr.dtype.str, arr.shape)
+    head = _HEADERS.get(key) if arr.dtype.str in ALLOWED_DTYPES else None
+    if head is None:
+        buf = io.BytesIO()
+        np.lib.format.write_array(buf, arr, version=(1, 0), allow_pickle=False)  # refuses object arrays
+        blob = buf.getvalue()
+        if arr.dtype.str in ALLOWED_DTYPES and len(_HEADERS) < MAX_HEADERS:
+            _HEADERS[key] = blob[:len(blob) - arr.nbytes]
+        return blob
+    return head + arr.tobytes()
 
 
 def encode_frame(header: dict, arrays: dict[str, np.ndarray] | None = None) -> bytes:
@@ -123,8 +138,27 @@ def arrange(value: np.ndarray, layout: str, track: str, tensor: bool = True) -> 
     return holder, holder
 
 
-def decode_array(blob: bytes) -> np.ndarray:
-    """Parse one ``.npy`` blob strictly: no pickles, allow-listed dtypes, exact size, capped shape."""
+_NPY_V1 = b"\x93NUMPY\x01\x00"
+_DIM = rb"(?:0|[1-9][0-9]*)"
+# the header numpy's write_array gives an array of an allowed dtype (version 1.0), and nothing else: repr of the
+# shape tuple, keys in its order, then the padding; any other header goes to numpy's own parser
+_CANONICAL = re.compile(rb"\{'descr': '([<|][a-z][0-9]{1,2})', 'fortran_order': (False|True), 'shape': \((|"
+                        + _DIM + rb",|" + _DIM + rb"(?:, " + _DIM + rb")+)\), \} *\n")
+_DTYPES = {np.dtype(t).str.encode(): np.dtype(t) for t in ALLOWED_DTYPES}
+
+
+def _header(blob: bytes) -> tuple[tuple, bool, np.dtype, int]:
+    """An ``.npy`` blob's shape, order, dtype and where its data starts. The header numpy writes is read by one
+    regular expression (~1 µs, where numpy's own reader compiles it as Python, ~18 µs an array); it accepts only
+    headers that numpy's reader reads the same way. Any other header is numpy's reader's to parse or refuse."""
+    if blob[:8] == _NPY_V1 and len(blob) >= 10:
+        length = blob[8] | blob[9] << 8
+        match = _CANONICAL.fullmatch(blob, 10, 10 + length) if length <= MAX_NPY_HEADER else None
+        dtype = _DTYPES.get(match.group(1)) if match else None
+        if dtype is not None and len(blob) >= 10 + length:
+            dims = match.group(3)
+            shape = tuple(int(n) for n in dims.split(b",") if n) if dims else ()
+            return shape, match.group(2) == b"True", dtype, 10 + length
     f = io.BytesIO(blob)
     try:
         version = np.lib.format.read_magic(f)
@@ -138,6 +172,12 @@ def decode_array(blob: bytes) -> np.ndarray:
         raise
     except Exception as exc:  # numpy raises ValueError/SyntaxError/... on garbage
         raise WireError(f"malformed npy header: {type(exc).__name__}: {str(exc)[:200]}") from None
+    return shape, fortran, dtype, f.tell()
+
+
+def decode_array(blob: bytes) -> np.ndarray:
+    """Parse one ``.npy`` blob strictly: no pickles, allow-listed dtypes, exact size, capped shape."""
+    shape, fortran, dtype, start = _header(blob)
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.str not in ALLOWED_DTYPES:
         raise WireError(f"dtype {dtype.str!r} is not allowed on the wire")
     if len(shape) > MAX_NDIM or any(type(n) is not int or n < 0 for n in shape):
@@ -147,10 +187,9 @@ def decode_array(blob: bytes) -> np.ndarray:
         count *= n
         if count * dtype.itemsize > MAX_ARRAY_BYTES:
             raise WireError(f"array of shape {shape!r} exceeds the size cap")
-    data = blob[f.tell():]
-    if len(data) != count * dtype.itemsize:
-        raise WireError(f"array data is {len(data)} bytes, header promises {count * dtype.itemsize}")
-    arr = np.frombuffer(data, dtype=dtype, count=count)
+    if len(blob) - start != count * dtype.itemsize:
+        raise WireError(f"array data is {len(blob) - start} bytes, header promises {count * dtype.itemsize}")
+    arr = np.frombuffer(blob, dtype=dtype, count=count, offset=start)
     return arr.reshape(shape, order="F" if fortran else "C").copy(order="C")
 
 
