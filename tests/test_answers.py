@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,6 +103,27 @@ def test_the_engine_keeps_answers_on_disk_only_where_the_worker_cannot_see_them(
     assert _host_hidden(Box({"sandbox": "docker", "image": "x"}))
     assert _host_hidden(Box({"sandbox": "local", "read_only_fs": True}))
     assert not _host_hidden(Box({"sandbox": "local", "read_only_fs": False}))
+
+
+def test_the_services_grading_task_keeps_no_answer_on_disk(store, tmp_path):
+    """The service draws a fresh seed for every submission, so its grading task (harness/service/queue/pool.py)
+    keeps answers in memory only; a one-shot grade of the same file keeps them on disk where the worker cannot see
+    them (the local sandbox with its mount namespace)."""
+    from harness.grading.engine import _host_hidden
+    from harness.grading.process import grade_task
+    from harness.sandbox import get_sandbox
+    from harness.service.queue import pool
+
+    if not _host_hidden(get_sandbox("local")):
+        pytest.skip("the local sandbox here has no mount namespace: no answer is kept on disk at all")
+    source = Path(__file__).resolve().parent.parent / "reference" / "mha_numpy.py"
+    task = {"exercise": "mha", "path": str(source), "track": "numpy", "sandbox": "local", "seed": 12345}
+    assert '"answers_on_disk": False' in Path(pool.__file__).read_text()
+    assert grade_task(dict(task, answers_on_disk=False))["report"]["verdict"] == "passed"
+    assert not store.exists() or not any(store.rglob("*.npy"))
+    answers.forget()
+    assert grade_task(task)["report"]["verdict"] == "passed"
+    assert any(store.rglob("*.npy"))
 
 
 def test_a_local_grade_from_the_cli_imports_none_of_the_service():

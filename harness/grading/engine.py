@@ -30,7 +30,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
           seed: int = 0, limits: Limits | dict | None = None, notice: Callable[[str], None] | None = None,
           diagnose: bool = True, keep_artifacts: bool = False,
           progress: Callable[[int, int, str | None], None] | None = None, warm: bool = False,
-          ends_process: bool = False) -> Report:
+          ends_process: bool = False, answers_on_disk: bool = True) -> Report:
     """``sandbox``: auto|local|docker, or a :class:`Sandbox` object, e.g. a
     :class:`harness.session.warm.WarmPool` that a service keeps for all its submissions.
 
@@ -43,6 +43,10 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
 
     ``ends_process``: this process ends right after the grade (the `grade` CLI's one-shot run): a Docker
     container's kill and removal are handed to a detached ``docker rm -f`` instead of waited for.
+
+    ``answers_on_disk``: the oracle's answers may be kept on disk between processes (where the worker cannot see
+    them: harness/core/answers.py). The service passes False: it draws a fresh seed for every submission, so an
+    answer of one grade is never asked for again (they were ~30 files written a grade, never read).
 
     ``progress``: called as ``progress(index, total, test_id)`` when each test starts, then ``(total, total, None)``
     when the suite is over (see harness/grading/progress.py).
@@ -57,7 +61,8 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
             with blas.one_thread():   # the host's small products, without OpenBLAS's spinning threads
                 report = _grade(exercise=exercise, submission=submission, track=track, sandbox=sandbox, seed=seed,
                                 limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts,
-                                progress=progress, warm=warm, ends_process=ends_process)
+                                progress=progress, warm=warm, ends_process=ends_process,
+                                answers_on_disk=answers_on_disk)
         except GraderError:
             raise
         except Exception as exc:
@@ -72,7 +77,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
 def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox: str | Sandbox, seed: int,
            limits: Limits | dict | None, notice: Callable[[str], None] | None, diagnose: bool,
            keep_artifacts: bool, progress: Callable[[int, int, str | None], None] | None, warm: bool,
-           ends_process: bool) -> Report:
+           ends_process: bool, answers_on_disk: bool) -> Report:
     t0 = time.monotonic()
     ex = get_exercise(exercise)
     sub = load_submission(submission)
@@ -100,7 +105,7 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
     session.start()  # the worker's imports (torch!) overlap everything below
     try:
         t_started = time.monotonic()
-        with answers.use_disk(_host_hidden(box)):
+        with answers.use_disk(answers_on_disk and _host_hidden(box)):
             results, observations, plugin = _run_suite(ex, track, session, seed, progress)
         t_suite = time.monotonic()
         diagnosis = []

@@ -165,7 +165,7 @@ class Runner:
 # -- the grading process's side -------------------------------------------------------------------------------
 def grade_task(task: dict) -> dict:
     """Grade one submission in this process. ``task``: exercise, path, track, sandbox, seed; optional limits,
-    keep_artifacts, warm, label (shown as the report's submission path) and npz_path (where the plot arrays go;
+    keep_artifacts, warm, answers_on_disk, label (shown as the report's submission path) and npz_path (where the plot arrays go;
     without it they travel in the answer as ``npz_b64``). The answer is JSON-able: ``{"kind": "report",
     "report": dict, "notices": [...]}`` or ``{"kind": "usage"|"infrastructure", "message": str, "notices": [...]}``."""
     from harness.core import sidecar
@@ -176,7 +176,7 @@ def grade_task(task: dict) -> dict:
         report = grade(exercise=task["exercise"], submission=task["path"], track=task["track"],
                        sandbox=task["sandbox"], seed=task["seed"], limits=task.get("limits") or None,
                        notice=notices.append, keep_artifacts=task.get("keep_artifacts", False),
-                       warm=task.get("warm", False))
+                       warm=task.get("warm", False), answers_on_disk=task.get("answers_on_disk", True))
     except UsageError as exc:
         return {"kind": "usage", "message": exc.message, "notices": notices}
     except GraderError as exc:
