@@ -21,10 +21,17 @@ BUG_FLAGS = frozenset({
 
 
 def softmax(scores, axis=-1, subtract_max=True):
+    return softmax_in_place(np.array(scores, copy=True), axis, subtract_max)
+
+
+def softmax_in_place(x, axis=-1, subtract_max=True):
+    """softmax over ``axis`` computed in ``x`` itself: the same values as ``exp(x - max) / sum``, without the three
+    fresh arrays of that size (at kv_cache's 1,100 new tokens over 1,107 keys each is ~20 MB to fault in)."""
     if subtract_max:
-        scores = scores - scores.max(axis=axis, keepdims=True)
-    e = np.exp(scores)
-    return e / e.sum(axis=axis, keepdims=True)
+        x -= x.max(axis=axis, keepdims=True)
+    np.exp(x, out=x)
+    x /= x.sum(axis=axis, keepdims=True)
+    return x
 
 
 def project(t, w, bias):
@@ -75,8 +82,11 @@ def scores_of(q, k, d, d_k, dtype, bugs):
 def masked_softmax(scores, m, axis, bugs):
     """Masked keys get no weight; a row (column) with nothing to attend gets all zeros."""
     full = m.all(axis=axis, keepdims=True)                           # rows (or columns) with nothing to attend
-    p = softmax(np.where(m & ~full, -np.inf, np.where(full, 0, scores)), axis, "no_max_subtraction" not in bugs)
-    return np.where(m, 0, p)                                         # (b, h, s_q, s_k)
+    x = np.where(full, 0, scores)                                    # (b, h, s_q, s_k), this function's own
+    np.copyto(x, -np.inf, where=m & ~full)
+    p = softmax_in_place(x, axis, "no_max_subtraction" not in bugs)
+    np.copyto(p, 0, where=m)
+    return p                                                         # (b, h, s_q, s_k)
 
 
 def output(ctx, wo, bo, dtype, bugs):                                # (b, s_q, d) -> (b, s_q, d)
