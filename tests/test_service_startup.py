@@ -44,3 +44,35 @@ def test_a_port_in_use_is_one_clear_error(tmp_path):
     banner = ok.log()
     assert f"grade serve: http://127.0.0.1:{ok.port}/" in banner
     assert "alembic" not in banner                      # a start-up is the banner, not the migration's chatter
+
+
+def test_the_connections_it_accepts_send_without_waiting_for_acks():
+    """The listening socket names IPPROTO_TCP, so asyncio (uvicorn serves on that socket through
+    ``loop.create_server(sock=...)``) sets TCP_NODELAY on every connection it accepts: a response's body is sent
+    with its headers, not ~40 ms later after the client's delayed ACK (it was, on every answer but the first of a
+    kept-alive connection)."""
+    import asyncio
+    import types
+
+    from harness.service.server import listen
+
+    sock = listen(types.SimpleNamespace(host="127.0.0.1", port=0))
+
+    async def accepted_nodelay() -> int:
+        loop = asyncio.get_running_loop()
+        seen = loop.create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport):
+                option = transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                seen.set_result(option)
+
+        server = await loop.create_server(Probe, sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        try:
+            return await asyncio.wait_for(seen, 10)
+        finally:
+            writer.close()
+            server.close()
+
+    assert asyncio.run(accepted_nodelay()) != 0
