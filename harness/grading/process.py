@@ -165,8 +165,8 @@ class Runner:
 # -- the grading process's side -------------------------------------------------------------------------------
 def grade_task(task: dict) -> dict:
     """Grade one submission in this process. ``task``: exercise, path, track, sandbox, seed; optional limits,
-    keep_artifacts, warm, answers_on_disk, label (shown as the report's submission path) and npz_path (where the plot arrays go;
-    without it they travel in the answer as ``npz_b64``). The answer is JSON-able: ``{"kind": "report",
+    keep_artifacts, warm, answers_on_disk, label (shown as the report's submission path) and npz_path (where the
+    plot arrays go; without it they travel in the answer as ``npz_b64``). The answer is JSON-able: ``{"kind": "report",
     "report": dict, "notices": [...]}`` or ``{"kind": "usage"|"infrastructure", "message": str, "notices": [...]}``."""
     from harness.core import sidecar
     from harness.grading.engine import grade
