@@ -22,9 +22,11 @@ class FakeRunner:
     def __init__(self, *answers):
         self.answers = list(answers)
         self.calls = 0
+        self.tasks = []
 
     def run(self, task, timeout, heartbeat=None, every=10.0):
         self.calls += 1
+        self.tasks.append(task)
         if heartbeat:
             heartbeat()
         return self.answers.pop(0)
@@ -64,6 +66,8 @@ def test_report_is_written_once_and_a_second_call_is_a_no_op(env):
     assert grade_submission(store, settings, sid, runner, owner="t") is None
     row = store.get(sid)
     assert row["status"] == "done" and row["reports_written"] == 1 and runner.calls == 1
+    # a fresh seed per submission: its oracle answers are kept in memory only (tests/test_answers.py)
+    assert runner.tasks[0]["answers_on_disk"] is False and runner.tasks[0]["warm"] is True
 
 
 def test_infrastructure_faults_are_retried_then_graded(env):

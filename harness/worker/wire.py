@@ -68,12 +68,12 @@ def encode_array(arr: np.ndarray) -> bytes:
     shape before kept (writing one is ~3 µs of a small array's ~5)."""
     arr = np.ascontiguousarray(arr)
     key = (arr.dtype.str, arr.shape)
-    head = _HEADERS.get(key) if arr.dtype.str in ALLOWED_DTYPES else None
+    head = _HEADERS.get(key)   # only allowed dtypes' headers are ever kept
     if head is None:
         buf = io.BytesIO()
         np.lib.format.write_array(buf, arr, version=(1, 0), allow_pickle=False)  # refuses object arrays
         blob = buf.getvalue()
-        if arr.dtype.str in ALLOWED_DTYPES and len(_HEADERS) < MAX_HEADERS:
+        if key[0] in ALLOWED_DTYPES and len(_HEADERS) < MAX_HEADERS:
             _HEADERS[key] = blob[:len(blob) - arr.nbytes]
         return blob
     return head + arr.tobytes()
