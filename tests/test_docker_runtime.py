@@ -176,3 +176,41 @@ def test_every_command_that_starts_docker_sandboxes_takes_runtime(command, monke
     bad = runner.invoke(main, [*command, "--runtime", "kata", "--help"])
     assert bad.exit_code == 2 and "'kata' is not one of 'runc', 'runsc'" in bad.output
     assert "GRADER_DOCKER_RUNTIME" not in os.environ  # a rejected value is never exported to grading processes
+
+
+def test_a_kill_before_the_engine_made_the_container_waits_for_it_rather_than_stopping_its_client(tmp_path):
+    """A kill right after the start was asked for (a failed check_at_start, an early timeout on a loaded machine):
+    the engine has not made the container yet. Stopping the `docker run` client then would leave the engine to
+    finish making a container nobody removes; the kill waits for it while the client runs, and kills it by name.
+    (Seen under load: a stale image's container left behind, then every later leftover check of that process.)"""
+    from docker.errors import NotFound
+
+    from harness.sandbox.docker import DockerHandle
+
+    class Engine:
+        def __init__(self, missing: int):
+            self.missing, self.kills = missing, 0
+
+        def kill(self, name, signal):
+            self.kills += 1
+            if self.kills <= self.missing:
+                raise NotFound("No such container")
+
+        def inspect_container(self, name):
+            return {"State": {"Running": False, "ExitCode": 137}}
+
+    client = subprocess.Popen(["sleep", "30"])
+    try:
+        handle = DockerHandle(client, "grader-x", str(tmp_path), 0.0)
+        handle._client = Engine(missing=3)
+        assert handle._kill_by_name(wait_s=5) is True and handle._client.kills == 4
+        assert client.poll() is None                       # the client was not stopped: the engine's kill ends it
+        handle._client = Engine(missing=10 ** 6)           # never made: given up after wait_s
+        assert handle._kill_by_name(wait_s=0.2) is False
+        client.kill()
+        client.wait(timeout=10)
+        handle._client = Engine(missing=10 ** 6)           # a client that ended asked for nothing more: no wait
+        assert handle._kill_by_name(wait_s=30) is False and handle._client.kills == 1
+    finally:
+        client.kill()
+        client.wait(timeout=10)

@@ -38,6 +38,7 @@ IMAGE_REPO = "attn-grader-sandbox"
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 PROBE_TIMEOUT_S = 0.8       # engine ping / image inspect during available()
 API_TIMEOUT_S = 15          # other engine calls (kill, inspect, remove)
+CREATE_WAIT_S = 10          # a kill waits this long for a container its client is still asking the engine to make
 AVAILABLE_TTL_S = 30.0      # how long available() trusts its last answer
 MAX_RUN_S_DEFAULT = 1800    # longest a grading run may keep one container; older ones are swept
 RUNSC_PATH = "/usr/bin/runsc"
@@ -284,9 +285,7 @@ class DockerHandle(WorkerHandle):
     def kill(self) -> None:
         self._killed = True
         if self.proc.poll() is None:
-            try:
-                self._api().kill(self.name, signal="SIGKILL")
-            except Exception:  # not created yet / already gone / engine trouble: stop the client now;
+            if not self._kill_by_name():  # not running / already gone / engine trouble: stop the client now;
                 self.proc.kill()  # cleanup() removes the container by name, the sweep catches a late one
             try:  # the container is dead; a client stuck writing a full pipe need not be waited for
                 self.proc.wait(timeout=1)
@@ -294,6 +293,25 @@ class DockerHandle(WorkerHandle):
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self._inspect()
+
+    def _kill_by_name(self, wait_s: float = CREATE_WAIT_S) -> bool:
+        """SIGKILL the container through the engine; whether it took. A container the engine has not made yet (a
+        kill right after the start was asked for: a failed check_at_start, an early timeout on a loaded machine)
+        is waited for while its ``docker run`` client still runs: stopping the client halfway would leave the
+        engine to finish making a container that nobody removes (until a sweep)."""
+        from docker.errors import NotFound
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self._api().kill(self.name, signal="SIGKILL")
+                return True
+            except NotFound:
+                if self.proc.poll() is not None or time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.02)
+            except Exception:
+                return False
 
     def post_mortem(self) -> dict:
         info = super().post_mortem()
