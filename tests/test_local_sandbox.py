@@ -286,7 +286,7 @@ print("FACTS", sys.flags.isolated, sys.flags.no_site, sys.flags.dont_write_bytec
 def test_the_worker_runs_in_the_mount_set_ups_own_interpreter_with_the_workers_flags(tmp_path):
     """Issue 27: mount_setup.py runs the worker's script in place (runpy) rather than executing a second
     interpreter: the worker's start saves an interpreter's start and the set-up's imports; the flags are the
-    worker's own (-I -B, with site), and the script is the worker's __main__."""
+    worker's own (-I -S -B: no site, its folders given), and the script is the worker's __main__."""
     from harness.sandbox.local import LocalSandbox, mount_isolation
 
     if not mount_isolation():
@@ -300,4 +300,4 @@ def test_the_worker_runs_in_the_mount_set_ups_own_interpreter_with_the_workers_f
     finally:
         handle.kill()
         handle.cleanup()
-    assert facts.strip() == "1 0 1 worker.py worker.py ['mount_setup.py', 'worker.py', 'submission.py']"
+    assert facts.strip() == "1 1 1 worker.py worker.py ['mount_setup.py', 'worker.py', 'submission.py']"

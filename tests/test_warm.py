@@ -39,6 +39,9 @@ state = {
     "modules": sorted(m for m in sys.modules if "leak" in m), "fds": sorted(os.listdir("/proc/self/fd")),
     "random": random.random(), "np_random": float(np.random.random()),
     "uid": os.getuid(), "pid": os.getpid(), "cwd": os.getcwd(),
+    "site": [sys.flags.no_site, type(exit).__name__, type(help).__name__],
+    "pth_code": sorted(m for m in sys.modules if m in ("sitecustomize", "_distutils_hack") or "editable" in m),
+    "site_dirs": [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))],
 }
 try:
     import torch
@@ -138,8 +141,10 @@ def test_cold_and_warm_workers_see_the_same_world(tmp_path):
     cold = _state(grade(exercise="mha", submission=sub, track="torch", sandbox="local", limits=LIMITS))
     with WarmPool("local", size=0) as pool:
         warm = _state(grade(exercise="mha", submission=sub, track="torch", sandbox=pool, limits=LIMITS))
-    for key in ("home", "tmpdir", "env", "cwd", "torch_threads"):
+    for key in ("home", "tmpdir", "env", "cwd", "torch_threads", "site", "pth_code", "site_dirs"):
         assert warm[key] == cold[key], (key, cold[key], warm[key])
+    # issue 27: both start without site (-S): its folders given, its builtins set, no .pth file's code run
+    assert cold["site"] == [1, "Quitter", "_Helper"] and cold["pth_code"] == [] and cold["site_dirs"]
     assert warm["tmp"] == [n for n in cold["tmp"] if n != ".worker"]  # its worker code is already in memory
 
 

@@ -40,6 +40,9 @@ SENSITIVE = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/e
 
 # Stand-alone scripts run by the local backend: the mount-namespace set-up before the worker, and its probe.
 MOUNT_SETUP = Path(__file__).resolve().parent / "mount_setup.py"
+# the interpreter flags of every local worker, its zygote and the mount set-up they run in: isolated, no bytecode
+# written, and no ``site`` (its folders are given, :func:`site_dirs`; no .pth file's code runs in the sandbox)
+WORKER_FLAGS = ("-I", "-S", "-B")
 MOUNT_PROBE = Path(__file__).resolve().parent / "mount_probe.py"
 
 
@@ -101,6 +104,50 @@ def _needed() -> tuple[str, ...]:
         if spec and spec.origin:  # the whole site folder: wheels keep libraries beside the package (numpy.libs)
             keep.add(os.path.dirname(os.path.dirname(spec.origin)))
     return tuple(sorted({os.path.realpath(p) for p in keep if p}))
+
+
+@functools.lru_cache(maxsize=1)
+def site_dirs() -> tuple[str, ...]:
+    """The folders ``site`` puts on ``sys.path`` in this interpreter, which a local worker (started with ``-S``,
+    harness/worker/worker.py ``_without_site``) is given instead: each site-packages folder (a venv's, and the
+    base's where the venv includes it), then the folders its .pth files name, as ``site`` adds them; a .pth
+    file's ``import`` lines are what the worker leaves out. NumPy's and torch's folders are added if they lie
+    elsewhere."""
+    import importlib.util
+    import site
+
+    dirs: list[str] = []
+
+    def add(path: str) -> None:
+        path = os.path.abspath(path)
+        if path not in dirs and os.path.isdir(path):
+            dirs.append(path)
+
+    try:
+        sitedirs = site.getsitepackages()
+    except AttributeError:  # pragma: no cover - virtualenv's old site module
+        sitedirs = []
+    for sitedir in sitedirs:
+        if not os.path.isdir(sitedir):
+            continue
+        add(sitedir)
+        for name in sorted(n for n in os.listdir(sitedir) if n.endswith(".pth") and not n.startswith(".")):
+            try:
+                with open(os.path.join(sitedir, name), encoding="utf-8", errors="replace") as f:
+                    lines = f.read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                if line.strip() and not line.startswith(("#", "import ", "import\t")):
+                    add(os.path.join(sitedir, line.rstrip()))
+    for mod in ("numpy", "torch"):
+        try:
+            spec = importlib.util.find_spec(mod)
+        except (ImportError, ValueError):
+            spec = None
+        if spec and spec.origin:
+            add(os.path.dirname(os.path.dirname(spec.origin)))
+    return tuple(dirs)
 
 
 def cover_tmp() -> bool:
@@ -174,14 +221,13 @@ def hidden_paths() -> tuple[str, ...]:
 def _mount_command(prefix: tuple[str, ...], box: str, size_mb: int, cover: bool, hidden,
                    command: list[str], *, in_place: bool = False, **limits_in_setup) -> list[str]:
     """``command``: what mount_setup.py executes once the namespace is set up; with ``in_place``, a Python script
-    and its arguments, which it runs in its own interpreter (then started as ``-I -B``, the worker's flags, rather
-    than ``-I -S -B``): the worker's start saves an interpreter's start and the set-up's imports (~15 ms).
+    and its arguments, which it runs in its own interpreter (started as ``-I -S -B`` either way, the worker's
+    flags): the worker's start saves an interpreter's start and the set-up's imports (~15 ms).
     ``limits_in_setup``: ``join`` (descriptors of the worker's cgroup.procs files) and ``rlimits``, which
     mount_setup.py applies first, for a start without ``preexec_fn`` (:func:`_setpriv`)."""
     spec = {"box": box, "size_mb": int(size_mb), "cover": cover, "keep": keeps(cover, hidden), "hidden": list(hidden),
             **limits_in_setup, **({"in_place": True} if in_place else {})}
-    flags = ("-I", "-B") if in_place else ("-I", "-S", "-B")
-    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], sys.executable, *flags, str(MOUNT_SETUP),
+    return [prefix[0], "--mount", "--mount-proc", *prefix[1:], sys.executable, *WORKER_FLAGS, str(MOUNT_SETUP),
             json.dumps(spec), *command]
 
 
@@ -426,9 +472,9 @@ class LocalSandbox(Sandbox):
                     setup = {"join": joins, "rlimits": rlimits(limits)}
                 command = self._command(root, track, entry) + extra
                 # the worker's script runs in the set-up's own interpreter: one interpreter's start, not two
-                in_place = command[:3] == [sys.executable, "-I", "-B"]
+                in_place = command[:4] == [sys.executable, *WORKER_FLAGS]
                 cmd = _mount_command(prefix, box, int(limits.tmpfs_mb), cover, hidden,
-                                     command[3:] if in_place else command, in_place=in_place, **setup)
+                                     command[4:] if in_place else command, in_place=in_place, **setup)
                 if vfork:
                     cmd = [_setpriv(), "--pdeathsig", "KILL", "--", *cmd]
             else:
@@ -459,8 +505,8 @@ class LocalSandbox(Sandbox):
 
     @staticmethod
     def _command(root: str, track: str, entry: str) -> list[str]:
-        return [sys.executable, "-I", "-B", os.path.join(root, ".worker", "worker.py"), "--track", track,
-                "--entry", entry, os.path.join(root, "submission.py")]
+        return [sys.executable, *WORKER_FLAGS, os.path.join(root, ".worker", "worker.py"), "--track", track,
+                "--entry", entry, "--site-dirs", json.dumps(site_dirs()), os.path.join(root, "submission.py")]
 
     def describe(self) -> dict:
         return {"sandbox": self.name, "namespaces": bool(namespace_prefix()),
@@ -610,8 +656,9 @@ class Zygote:
         keep = [k for k in keeps(cover, hidden) if _inside(k, root)]
         host_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = host_end
-        command = [sys.executable, "-I", "-B", os.path.join(root, ".worker", "zygote.py"), "--track", track,
-                   "--control-fd", str(zygote_end.fileno()), "--root", root, "--keep", json.dumps(keep)]
+        command = [sys.executable, *WORKER_FLAGS, os.path.join(root, ".worker", "zygote.py"), "--track", track,
+                   "--control-fd", str(zygote_end.fileno()), "--root", root, "--keep", json.dumps(keep),
+                   "--site-dirs", json.dumps(site_dirs())]
         cmd = _mount_command(namespace_prefix(), box, 8, cover, hidden, command)
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -27,6 +27,28 @@ import traceback
 from types import ModuleType
 from typing import BinaryIO
 
+
+
+def _without_site() -> None:
+    """A local worker (and its zygote) starts without ``site`` (``-S``, harness/sandbox/local.py ``site_dirs``): no
+    .pth file's code runs in it (an editable install's finder, a host's certificate hook: 15-40 ms of a cold
+    start, and code of the host's in the sandbox). The host names the folders ``site`` would have put on
+    ``sys.path`` (``--site-dirs``, a JSON list), and the builtins ``site`` sets (exit, quit, help...) are set as
+    it sets them. A worker started with ``site`` (docker's) has nothing to do here."""
+    if not sys.flags.no_site:
+        return
+    import json
+    import site
+
+    if "--site-dirs" in sys.argv[:-1]:
+        dirs = json.loads(sys.argv[sys.argv.index("--site-dirs") + 1])
+        sys.path.extend(d for d in dirs if isinstance(d, str) and d not in sys.path)
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
+
+
+_without_site()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wire  # noqa: E402  (sibling module, copied next to this file in every sandbox)
 
@@ -654,6 +676,7 @@ def main() -> None:
     parser.add_argument("--no-warm-up", action="store_true", help="(--warm) imports only, no warm-up forward")
     parser.add_argument("--exchange", help="the host's input exchange file (a bind mount)")
     parser.add_argument("--exchange-fd", type=int, help="the host's input exchange, an inherited descriptor")
+    parser.add_argument("--site-dirs", help="JSON list: the folders site would add (a worker started with -S)")
     parser.add_argument("submission", nargs="?")
     opts = parser.parse_args()
     if opts.warm:

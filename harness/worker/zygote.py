@@ -387,6 +387,7 @@ def main() -> None:
     parser.add_argument("--control-fd", type=int, required=True)
     parser.add_argument("--root", required=True, help="the folder each worker gets as its own fresh tmpfs")
     parser.add_argument("--keep", default="[]", help="JSON list: folders inside --root to bind back")
+    parser.add_argument("--site-dirs", help="JSON list: the folders site would add (started with -S, see worker.py)")
     opts = parser.parse_args()
     opts.keep = json.loads(opts.keep)
     opts.zygote_pid = os.getpid()
