@@ -301,3 +301,36 @@ def test_the_worker_runs_in_the_mount_set_ups_own_interpreter_with_the_workers_f
         handle.kill()
         handle.cleanup()
     assert facts.strip() == "1 1 1 worker.py worker.py ['mount_setup.py', 'worker.py', 'submission.py']"
+
+
+def test_site_dirs_are_the_folders_site_adds_and_no_pth_code_runs(tmp_path, monkeypatch):
+    """Issue 27: a local worker starts -S and is given site_dirs(): every folder `site` puts on an isolated
+    interpreter's sys.path here, and from a .pth file its path lines only (comments, blanks and `import` lines
+    skipped, a missing path left out), in site's order."""
+    import json
+    import site
+    import subprocess
+    import sys
+
+    from harness.sandbox import local
+
+    def path(*flags):
+        code = "import sys, json; print(json.dumps(sys.path))"
+        return json.loads(subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True,
+                                         timeout=60, check=True).stdout)
+
+    bare = path("-I", "-S")   # entries a .pth file's code adds (an editable finder's path hook) are not folders
+    added = [p for p in path("-I") if p not in bare and os.path.exists(p)]
+    assert added and [p for p in local.site_dirs() if p in added] == added
+    sp, extra = tmp_path / "site-packages", tmp_path / "extra"
+    sp.mkdir()
+    extra.mkdir()
+    (sp / "a.pth").write_text(f"# a comment\n\nimport os; os.environ['PTH_RAN'] = '1'\n../extra\nmissing\n{extra}\n")
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(sp)])
+    local.site_dirs.cache_clear()
+    try:
+        dirs = local.site_dirs()
+    finally:
+        local.site_dirs.cache_clear()
+    assert dirs[:2] == (str(sp), str(extra)) and str(sp / "missing") not in dirs
+    assert "PTH_RAN" not in os.environ

@@ -40,10 +40,10 @@ SENSITIVE = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/e
 
 # Stand-alone scripts run by the local backend: the mount-namespace set-up before the worker, and its probe.
 MOUNT_SETUP = Path(__file__).resolve().parent / "mount_setup.py"
+MOUNT_PROBE = Path(__file__).resolve().parent / "mount_probe.py"
 # the interpreter flags of every local worker, its zygote and the mount set-up they run in: isolated, no bytecode
 # written, and no ``site`` (its folders are given, :func:`site_dirs`; no .pth file's code runs in the sandbox)
 WORKER_FLAGS = ("-I", "-S", "-B")
-MOUNT_PROBE = Path(__file__).resolve().parent / "mount_probe.py"
 
 
 @functools.lru_cache(maxsize=1)
@@ -120,7 +120,7 @@ def site_dirs() -> tuple[str, ...]:
 
     def add(path: str) -> None:
         path = os.path.abspath(path)
-        if path not in dirs and os.path.isdir(path):
+        if path not in dirs and os.path.exists(path):  # as site adds them: a folder, or a zip a .pth names
             dirs.append(path)
 
     try:

@@ -28,7 +28,6 @@ from types import ModuleType
 from typing import BinaryIO
 
 
-
 def _without_site() -> None:
     """A local worker (and its zygote) starts without ``site`` (``-S``, harness/sandbox/local.py ``site_dirs``): no
     .pth file's code runs in it (an editable install's finder, a host's certificate hook: 15-40 ms of a cold
