@@ -87,23 +87,37 @@ def _inside(path: str, folder: str) -> bool:
 @functools.lru_cache(maxsize=1)
 def _needed() -> tuple[str, ...]:
     """Folders the worker needs to see: the interpreter, its libraries, site-packages, NumPy, torch."""
-    import importlib.util
-    import site
-
     keep = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     keep.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p)
+    keep.update(_site_packages())
+    keep.update(_array_library_sites())
+    return tuple(sorted({os.path.realpath(p) for p in keep if p}))
+
+
+def _site_packages() -> list[str]:
+    """This interpreter's site-packages folders (a venv's, and the base's where the venv includes it)."""
+    import site
+
     try:
-        keep.update(site.getsitepackages())
+        return list(site.getsitepackages())
     except AttributeError:  # pragma: no cover - virtualenv's old site module
-        pass
+        return []
+
+
+def _array_library_sites() -> list[str]:
+    """The folders NumPy and torch are installed in (the whole site folder: wheels keep libraries beside the
+    package, numpy.libs)."""
+    import importlib.util
+
+    found = []
     for mod in ("numpy", "torch"):
         try:
             spec = importlib.util.find_spec(mod)
         except (ImportError, ValueError):
             spec = None
-        if spec and spec.origin:  # the whole site folder: wheels keep libraries beside the package (numpy.libs)
-            keep.add(os.path.dirname(os.path.dirname(spec.origin)))
-    return tuple(sorted({os.path.realpath(p) for p in keep if p}))
+        if spec and spec.origin:
+            found.append(os.path.dirname(os.path.dirname(spec.origin)))
+    return found
 
 
 @functools.lru_cache(maxsize=1)
@@ -113,9 +127,6 @@ def site_dirs() -> tuple[str, ...]:
     base's where the venv includes it), then the folders its .pth files name, as ``site`` adds them; a .pth
     file's ``import`` lines are what the worker leaves out. NumPy's and torch's folders are added if they lie
     elsewhere."""
-    import importlib.util
-    import site
-
     dirs: list[str] = []
 
     def add(path: str) -> None:
@@ -123,11 +134,7 @@ def site_dirs() -> tuple[str, ...]:
         if path not in dirs and os.path.exists(path):  # as site adds them: a folder, or a zip a .pth names
             dirs.append(path)
 
-    try:
-        sitedirs = site.getsitepackages()
-    except AttributeError:  # pragma: no cover - virtualenv's old site module
-        sitedirs = []
-    for sitedir in sitedirs:
+    for sitedir in _site_packages():
         if not os.path.isdir(sitedir):
             continue
         add(sitedir)
@@ -140,13 +147,8 @@ def site_dirs() -> tuple[str, ...]:
             for line in lines:
                 if line.strip() and not line.startswith(("#", "import ", "import\t")):
                     add(os.path.join(sitedir, line.rstrip()))
-    for mod in ("numpy", "torch"):
-        try:
-            spec = importlib.util.find_spec(mod)
-        except (ImportError, ValueError):
-            spec = None
-        if spec and spec.origin:
-            add(os.path.dirname(os.path.dirname(spec.origin)))
+    for folder in _array_library_sites():
+        add(folder)
     return tuple(dirs)
 
 
