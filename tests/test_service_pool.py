@@ -189,3 +189,36 @@ def test_idempotency_key_is_per_token(env):
     b, created_b = store.create_submission(token_id=1, **kw)
     c, created_c = store.create_submission(token_id=2, **kw)
     assert created_a and not created_b and created_c and a["id"] == b["id"] != c["id"]
+
+
+def test_sqlite_reads_do_not_wait_for_the_write_lock_and_writes_still_do(tmp_path):
+    """issue 27: the status poll and every request's token check read in a deferred transaction (a WAL snapshot),
+    so a write holding SQLite's lock does not hold them up (nor they it); writes still take the lock first
+    (BEGIN IMMEDIATE) and wait for it, one at a time. Here another connection holds the lock for 3 s."""
+    import sqlite3
+    import time
+
+    settings = Settings.resolve(tmp_path / "data", None)
+    store = open_store(settings)
+    try:
+        sid = new(store)
+        secret, _ = store.create_token(role="candidate", name="alice")
+        holder = sqlite3.connect(store.url.split("///", 1)[1], isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        holder.execute("UPDATE submissions SET filename = 'b.py' WHERE id = ?", (sid,))
+        wrote = threading.Event()
+        writer = threading.Thread(target=lambda: (store.bump("redeliveries"), wrote.set()))
+        t0 = time.monotonic()
+        writer.start()
+        row, token = store.get(sid), store.find_token(secret)
+        read_s = time.monotonic() - t0
+        assert read_s < 1.5, read_s                              # not held up by the lock
+        assert row["filename"] == "a.py" and token is not None    # the last committed state
+        assert not wrote.wait(1.5)                               # the write waits for the lock ...
+        holder.execute("COMMIT")
+        assert wrote.wait(30)                                    # ... and gets it once it is free
+        writer.join(30)
+        assert store.get(sid)["filename"] == "b.py"
+        holder.close()
+    finally:
+        store.dispose()

@@ -30,6 +30,7 @@ ROLES = ("admin", "interviewer", "candidate")
 IN_FLIGHT = ("queued", "running")
 STATUSES = ("queued", "running", "done", "infrastructure_error")
 QUEUES = ("interactive", "bulk", "ci")   # highest priority first
+READ_ONLY = "grader_read_only"   # the execution option of Store.reading()'s connections
 
 
 def now() -> dt.datetime:
@@ -83,16 +84,20 @@ class Store:
                 cur.execute("PRAGMA foreign_keys=ON")
                 cur.close()
 
-            # BEGIN IMMEDIATE: writers queue on the lock instead of failing to upgrade a read transaction
+            # BEGIN IMMEDIATE: writers queue on the lock instead of failing to upgrade a read transaction. A
+            # read-only transaction (:meth:`Store.reading`) begins deferred: under WAL it reads its snapshot
+            # beside the writer and never waits for the lock (nor makes the writers wait for it)
             @event.listens_for(self.engine, "begin")
             def _begin(conn):  # noqa: ANN001
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                deferred = conn.get_execution_options().get(READ_ONLY)
+                conn.exec_driver_sql("BEGIN" if deferred else "BEGIN IMMEDIATE")
 
             @event.listens_for(self.engine, "connect")
             def _no_autobegin(dbapi_conn, _record):  # noqa: ANN001
                 dbapi_conn.isolation_level = None
 
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._reader = self.engine.execution_options(**{READ_ONLY: True})   # the same pool; see reading()
         self._lock = threading.Lock()
 
     # -- schema ------------------------------------------------------------------------------------------
@@ -127,6 +132,11 @@ class Store:
             with s.begin():
                 yield s
 
+    def reading(self):
+        """A connection in a read-only transaction: on SQLite it begins deferred (a WAL snapshot, no lock), where
+        every other transaction takes the write lock first. Nothing may be written through it."""
+        return self._reader.begin()
+
     def dispose(self) -> None:
         self.engine.dispose()
 
@@ -159,7 +169,7 @@ class Store:
         """One row as a dict (what :func:`_row` gives), read without building an ORM object: the status poll
         and the token check of every request come here."""
         table = model.__table__
-        with self.engine.begin() as conn:
+        with self.reading() as conn:
             r = conn.execute(select(table).where(*where)).first()
         return None if r is None else {c.key: r._mapping[c] for c in table.columns}
 
