@@ -8,6 +8,7 @@ an InfrastructureError), never the candidate's; the pool leaves nothing behind w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -146,6 +147,44 @@ def test_cold_and_warm_workers_see_the_same_world(tmp_path):
     # issue 27: both start without site (-S): its folders given, its builtins set, no .pth file's code run
     assert cold["site"] == [1, "Quitter", "_Helper"] and cold["pth_code"] == [] and cold["site_dirs"]
     assert warm["tmp"] == [n for n in cold["tmp"] if n != ".worker"]  # its worker code is already in memory
+
+
+# Where a 1 MiB array's buffer lives: in the heap (malloc keeps what it frees for reuse) or in a mapping of its own
+# (mmapped, returned the moment it is freed: the worker's cgroup usage follows what it holds)
+MALLOC_PROBE = r'''
+import json
+import numpy as np
+a = np.ones(1 << 17)
+where = a.ctypes.data
+for line in open("/proc/self/maps"):
+    span, rest = line.split(" ", 1)
+    lo, hi = (int(x, 16) for x in span.split("-"))
+    if lo <= where < hi:
+        raise RuntimeError("STATE " + json.dumps({"heap": rest.rstrip().endswith("[heap]")}))
+raise RuntimeError("STATE " + json.dumps({"heap": None}))
+'''
+
+
+@pytest.mark.parametrize("sandbox", ["cold", "warm", pytest.param("docker", marks=[pytest.mark.docker,
+                                                                                     pytest.mark.matrix])])
+def test_a_workers_malloc_returns_what_it_frees_only_where_the_host_meters_its_memory(sandbox, tmp_path):
+    """issue 27: flash_attention's workers, whose memory the host measures, get malloc thresholds that return a
+    large buffer's pages the moment it is freed; every other exercise's keep them for reuse (a large array's
+    pages faulted in once per worker rather than once per array: mha's large cases ran 2-4x slower)."""
+    from harness.session.warm import WarmPool
+
+    if sandbox != "docker":
+        _local_ready()
+    sub = write(tmp_path, "probe.py", MALLOC_PROBE)
+    seen = {}
+    with WarmPool("local", size=0) if sandbox == "warm" else contextlib.nullcontext(
+            "local" if sandbox == "cold" else "docker") as box:
+        for exercise in ("mha", "flash_attention"):
+            report = grade(exercise=exercise, submission=sub, track="numpy", sandbox=box, limits=LIMITS)
+            assert report.environment.get("warm", False) is (sandbox == "warm")
+            assert report.environment["limits"]["metered_memory"] is (exercise == "flash_attention")
+            seen[exercise] = _state(report)["heap"]
+    assert seen == {"mha": True, "flash_attention": False}
 
 
 def test_a_dead_zygote_is_replaced_and_never_charged(tmp_path):

@@ -89,6 +89,8 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
         lim = limits
     elif limits:
         lim = lim.replace(**limits)
+    if ex.limits.get("metered_memory") and not lim.metered_memory:   # the exercise's memory test needs it
+        lim = lim.replace(metered_memory=True)
     if isinstance(sandbox, Sandbox):
         box = sandbox
     elif warm:

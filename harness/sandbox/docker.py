@@ -26,8 +26,8 @@ from pathlib import Path
 
 from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
-from harness.sandbox.base import (DEFAULT_RUNTIME, MALLOC_ENV, RUNTIME_ENV, RUNTIMES, WORKER_DIR, WORKER_FILES,
-                                  DoctorCheck, Limits, Sandbox, WorkerHandle)
+from harness.sandbox.base import (DEFAULT_RUNTIME, RUNTIME_ENV, RUNTIMES, WORKER_DIR, WORKER_FILES,
+                                  DoctorCheck, Limits, Sandbox, WorkerHandle, malloc_env)
 
 EXCHANGE_PATH = "/exchange"  # the input exchange file inside the container
 LABEL = "grader.container"
@@ -491,7 +491,8 @@ class DockerSandbox(Sandbox):
         up, says idle and waits for the submission over its stdin, see :meth:`start_warm`)."""
         mb = 1024 * 1024
         env = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", **MALLOC_ENV}
+               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+               **malloc_env(limits.metered_memory)}
         env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
         memory = f"{self._cgroup_memory_mb(limits)}m"
         cmd = [

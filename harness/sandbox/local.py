@@ -29,7 +29,7 @@ from harness.core.answers import answers_dir
 from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
 from harness.sandbox import cgroup
-from harness.sandbox.base import MALLOC_ENV, WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle
+from harness.sandbox.base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle, malloc_env
 
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LD_LIBRARY_PATH")
 GRADER_PACKAGES = ("harness", "graders", "reference", "exercises")
@@ -314,10 +314,11 @@ def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
         shutil.rmtree(probe, ignore_errors=True)
 
 
-def scrubbed_env(home: str) -> dict:
+def scrubbed_env(home: str, metered_memory: bool = False) -> dict:
+    """A worker's (or zygote's) whole environment; ``metered_memory``: its malloc's thresholds (base.malloc_env)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", **MALLOC_ENV}
+           "OPENBLAS_NUM_THREADS": "1", **malloc_env(metered_memory)}
     env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
     return env
 
@@ -487,7 +488,8 @@ class LocalSandbox(Sandbox):
                 os.mkdir(home, 0o700)
             limit = None if vfork else functools.partial(_limit_resources, limits, group)
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    cwd=workdir if root != workdir else home, env=scrubbed_env(home),
+                                    cwd=workdir if root != workdir else home,
+                                    env=scrubbed_env(home, limits.metered_memory),
                                     start_new_session=True, preexec_fn=limit, close_fds=True,
                                     pass_fds=((exchange.fd,) if exchange else ()) + tuple(joins))
         except BaseException:
@@ -784,6 +786,7 @@ class Zygote:
         ours = [pipes[0][1], pipes[1][0], pipes[2][0]]
         exchange = _exchange()  # a 4th descriptor: the worker's input exchange (the host keeps its own)
         spec = {k: int(getattr(limits, k)) for k in ("memory_mb", "cpu_s", "fsize_mb", "nofile", "tmpfs_mb")}
+        spec["metered_memory"] = bool(limits.metered_memory)
         with self._cond:
             self._next += 1
             ident = self._next

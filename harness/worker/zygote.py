@@ -54,6 +54,7 @@ CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWPID, CLONE_NEWNET = 0x20000, 0
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, \
     1 << 18
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 NOBODY = 65534
 EXCHANGE_FD = 3  # the worker's input exchange (a memfd from the host), when the spawn request carries a 4th fd
 MAX_MSG = 65536
@@ -103,7 +104,19 @@ def _fresh_root(root: str, keep: list, size_mb: int) -> None:
         os.close(fd)
 
 
+def _malloc_thresholds(metered: bool) -> None:
+    """glibc's malloc thresholds, as harness/sandbox/base.py's METERED_MALLOC / REUSING_MALLOC set them through
+    the environment for a cold worker (the zygote's own environment has the reusing ones): fixed, so a free never
+    moves them. Metered: freed memory goes back at once, so the worker's cgroup usage follows what it holds."""
+    mmap, trim = ((128 << 10, 128 << 10) if metered else (32 << 20, 128 << 20))
+    if _libc.mallopt(M_MMAP_THRESHOLD, mmap) != 1 or _libc.mallopt(M_TRIM_THRESHOLD, trim) != 1:
+        raise OSError(errno.EINVAL, "mallopt refused the worker's malloc thresholds")
+    if metered:
+        _libc.malloc_trim(0)   # what the zygote's heap had free goes back now
+
+
 def _limit(limits: dict) -> None:
+    _malloc_thresholds(bool(limits.get("metered_memory", True)))
     mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2)
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 5))
