@@ -19,3 +19,6 @@ def test_bounded_load_has_no_5xx_and_grades_everything():
     print(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "; 5xx: 0" in r.stdout and "60 submissions from 12 clients" in r.stdout
+    # the whole machine's CPU per submission (the killed sandbox workers' too) and the throughput it allows
+    line = next(x for x in r.stdout.splitlines() if x.startswith("machine CPU per graded submission: "))
+    assert int(line.split(": ", 1)[1].split(" ms", 1)[0]) > 0 and "graded/s at that cost" in line
