@@ -6,7 +6,6 @@ it is raised before anything is stored or graded."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import datetime as dt
 import hashlib
 
@@ -188,11 +187,12 @@ def received_report(row: dict, r: dict | None) -> dict:
 
 
 def report_for(store, who: Principal, row: dict, report: Report) -> Report | None:
-    """``report`` (the full, interviewer report) cut to what the caller may read; None while the round holds its
-    feedback back (after_close, before the close: :func:`received_report` says so)."""
+    """``report`` (the full, interviewer report, freshly loaded: the caller's own, returned as it is to staff) cut
+    to what the caller may read; None while the round holds its feedback back (after_close, before the close:
+    :func:`received_report` says so)."""
     p = policy(store, who, row)
     if p == "interviewer":
-        return copy.deepcopy(report)
+        return report
     if p == "summary":
         return summary_report(report)
     if p == "received":

@@ -51,11 +51,12 @@ def track_or_422(track: str, allow_auto: bool = True, exercise: str | None = Non
 
 
 def report_for(row: dict, audience: str) -> grading.Report:
-    """The submission's stored report for ``audience`` (409 while it has none)."""
+    """The submission's stored report for ``audience`` (409 while it has none): a fresh object, the caller's own."""
     if row["status"] != "done" or not row["report_json"]:
         raise ApiError(409, "not_ready", f"submission {row['id']} has no report yet (status {row['status']})",
                        headers={"Retry-After": "2"})
-    return grading.for_audience(grading.load_report(row["report_json"]), audience)
+    report = grading.load_report(row["report_json"])
+    return report if audience == "interviewer" else grading.for_audience(report, audience)  # no copy of a copy
 
 
 def parse_since(value) -> dt.datetime | None:
