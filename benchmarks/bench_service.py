@@ -29,6 +29,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from machine import machine_cpu  # noqa: E402
 
 
 def pct(values, q):
@@ -40,7 +42,8 @@ def pct(values, q):
 
 def tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) of process ``pid`` and every descendant, live or reaped: the server's API,
-    its grading processes and their sandbox workers. Steadier than wall times on a shared machine."""
+    its grading processes and their zygotes (not the sandbox workers they kill: see machine_cpu). Steadier than wall
+    times on a shared machine."""
     tck = os.sysconf("SC_CLK_TCK")
     stats = {}
     for entry in os.listdir("/proc"):
@@ -59,17 +62,9 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def machine_cpu() -> tuple[float, float, float]:
-    """The whole machine's CPU seconds so far (/proc/stat): user (with nice), system (with irq and softirq), idle
-    (with iowait). Unlike tree_cpu it also counts what no live process accounts for: a sandbox worker is killed,
-    not reaped by the server's tree, so its CPU (the candidate's calls, its set-up) is in no process's figures."""
-    f = [int(x) for x in open("/proc/stat").readline().split()[1:8]]
-    tck = os.sysconf("SC_CLK_TCK")
-    return (f[0] + f[1]) / tck, (f[2] + f[5] + f[6]) / tck, (f[3] + f[4]) / tck
-
-
 def run(url: str, token: str, submissions: int, clients: int, max_seconds: float, server_pid: int | None = None) -> int:
-    sources = [(ROOT / "reference" / "mha_numpy.py").read_text(), (ROOT / "examples" / "mha_wrong_scale.py").read_text()]
+    sources = [(ROOT / "reference" / "mha_numpy.py").read_text(),
+               (ROOT / "examples" / "mha_wrong_scale.py").read_text()]
     codes = collections.Counter()
     intake, e2e, lock = [], [], threading.Lock()
     todo = list(range(submissions))

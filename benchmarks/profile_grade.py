@@ -28,6 +28,7 @@ from pathlib import Path
 T0 = time.monotonic()
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from machine import machine_cpu  # noqa: E402  (benchmarks/machine.py, beside this script)
 
 events: list[tuple[float, str, str]] = []          # (ms since T0, who, what)
 cpu_at: dict[float, float] = {}                      # ms since T0 -> the host's CPU ms then
@@ -187,14 +188,17 @@ def main() -> int:
         current["test"] = "(set-up)"
         t = ms()
         mark("host", f"grade() #{run + 1} called")
-        cpu = time.process_time()
+        cpu, machine = time.process_time(), machine_cpu()
         report = grade(exercise=opts.exercise, submission=path, track=opts.track, sandbox=opts.sandbox,
                        progress=progress, warm=opts.warm)
         mark("host", f"grade() returned: {report.verdict} {report.score}/{report.max_score}")
         json_t = time.monotonic()
         report.to_json()
         mark("host", f"report JSON ({(time.monotonic() - json_t) * 1000:.1f} ms)")
-        print(f"\n== grade #{run + 1}: {ms() - t:.0f} ms wall, host CPU {1000 * (time.process_time() - cpu):.0f} ms")
+        user, system, _ = (1000 * (b - a) for a, b in zip(machine, machine_cpu()))
+        print(f"\n== grade #{run + 1}: {ms() - t:.0f} ms wall, host CPU {1000 * (time.process_time() - cpu):.0f} ms, "
+              f"machine CPU {user + system:.0f} ms (system {system:.0f}; the worker's, the pool's refill and anything "
+              f"else running included)")
         previous = None
         for at, who, what in sorted(events):
             if not opts.all_events and what.startswith("test ") and previous is not None and at - previous < 15:

@@ -492,7 +492,7 @@ class DockerSandbox(Sandbox):
         mb = 1024 * 1024
         env = {"HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-               **malloc_env(limits.metered_memory)}
+               **malloc_env(limits.metered_memory, track)}
         env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
         memory = f"{self._cgroup_memory_mb(limits)}m"
         cmd = [

@@ -314,11 +314,12 @@ def _run_mount_probe(prefix: tuple[str, ...]) -> bool:
         shutil.rmtree(probe, ignore_errors=True)
 
 
-def scrubbed_env(home: str, metered_memory: bool = False) -> dict:
-    """A worker's (or zygote's) whole environment; ``metered_memory``: its malloc's thresholds (base.malloc_env)."""
+def scrubbed_env(home: str, metered_memory: bool = False, track: str = "numpy") -> dict:
+    """A worker's (or zygote's) whole environment; ``metered_memory`` and ``track``: its malloc's settings
+    (base.malloc_env; a zygote's children set their own)."""
     env = {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", **malloc_env(metered_memory)}
+           "OPENBLAS_NUM_THREADS": "1", **malloc_env(metered_memory, track)}
     env.update({k: os.environ[k] for k in KEEP_ENV if k in os.environ})
     return env
 
@@ -489,7 +490,7 @@ class LocalSandbox(Sandbox):
             limit = None if vfork else functools.partial(_limit_resources, limits, group)
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     cwd=workdir if root != workdir else home,
-                                    env=scrubbed_env(home, limits.metered_memory),
+                                    env=scrubbed_env(home, limits.metered_memory, track),
                                     start_new_session=True, preexec_fn=limit, close_fds=True,
                                     pass_fds=((exchange.fd,) if exchange else ()) + tuple(joins))
         except BaseException:

@@ -57,6 +57,9 @@ import numpy as np  # noqa: E402
 
 BLOCKED_PACKAGES = ("harness", "graders", "reference", "exercises")
 TRIPWIRES: list[str] = []
+# Set (to "1") for a worker whose memory the host meters (harness/sandbox/base.py malloc_env): before every answer it
+# hands back to the system what malloc holds free (malloc_trim), so its usage between calls follows what it holds.
+TRIM_ENV = "GRADER_WORKER_TRIM"
 MAX_TEXT = 4000
 
 
@@ -238,9 +241,12 @@ class Worker:
         self.module = None
         self.target = None
         self.exchange_fd: int | None = None  # the host's input exchange (see harness/sandbox/exchange.py)
+        self.trim = os.environ.get(TRIM_ENV) == "1"  # metered: free memory back before every answer (TRIM_ENV)
 
     # -- plumbing ---------------------------------------------------------------------------------
     def send(self, header: dict, arrays: dict | None = None) -> None:
+        if self.trim:  # before the answer, so the host's next reading (it meters after the answer) sees it done
+            _malloc_trim()
         header = dict(header, tripwires=list(TRIPWIRES))
         self.out.write(wire.encode_frame(header, arrays))  # whole: a buffered writer (protocol_stdout)
         self.out.flush()
@@ -461,7 +467,8 @@ class Worker:
         if req.get(wire.VALUE):  # plain values (the python track): a tagged JSON tree, no arrays
             return dict({"kind": wire.RESULT, wire.VALUE: wire.encode_value(out)}, **extra), {}
         head, send, first, arr = self._output(req, out)
-        if req.get("grad_output") and arr is not None and self.torch is not None and getattr(first, "requires_grad", False):
+        if (req.get("grad_output") and arr is not None and self.torch is not None
+                and getattr(first, "requires_grad", False)):
             try:  # a function-style torch track: gradients of the tensor arguments sent with requires_grad
                 self._backward(req, arrays, first, args, kwargs, send)
             except MemoryError:
@@ -654,6 +661,22 @@ class Worker:
                            "traceback": ""})
             except BaseException as exc:  # e.g. a hostile __array__ raising SystemExit
                 self.send(_error(exc, self.path, "output"))
+
+
+def _malloc_trim() -> None:
+    """glibc's malloc_trim(0): what malloc holds free goes back to the system (NumPy has imported ctypes)."""
+    global _trim
+    if _trim is None:
+        import ctypes
+
+        try:
+            _trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):  # not glibc: nothing to trim
+            _trim = lambda _pad: 0  # noqa: E731
+    _trim(0)
+
+
+_trim = None
 
 
 def protocol_stdout() -> BinaryIO:

@@ -104,19 +104,21 @@ def _fresh_root(root: str, keep: list, size_mb: int) -> None:
         os.close(fd)
 
 
-def _malloc_thresholds(metered: bool) -> None:
-    """glibc's malloc thresholds, as harness/sandbox/base.py's METERED_MALLOC / REUSING_MALLOC set them through
-    the environment for a cold worker (the zygote's own environment has the reusing ones): fixed, so a free never
-    moves them. Metered: freed memory goes back at once, so the worker's cgroup usage follows what it holds."""
-    mmap, trim = ((128 << 10, 128 << 10) if metered else (32 << 20, 128 << 20))
-    if _libc.mallopt(M_MMAP_THRESHOLD, mmap) != 1 or _libc.mallopt(M_TRIM_THRESHOLD, trim) != 1:
-        raise OSError(errno.EINVAL, "mallopt refused the worker's malloc thresholds")
-    if metered:
-        _libc.malloc_trim(0)   # what the zygote's heap had free goes back now
+def _malloc_settings(metered: bool, track: str) -> bool:
+    """A child's malloc, as harness/sandbox/base.py's malloc_env sets a cold worker's: the zygote's own thresholds
+    (its environment: REUSING_MALLOC) unless metered, when the NumPy track's worker hands what malloc holds free
+    back before every answer (returns True: worker.Worker.trim) and the torch track's keeps METERED_MALLOC's."""
+    if not metered:
+        return False
+    if track != "torch":
+        return True
+    if _libc.mallopt(M_MMAP_THRESHOLD, 128 << 10) != 1 or _libc.mallopt(M_TRIM_THRESHOLD, 128 << 10) != 1:
+        raise OSError(errno.EINVAL, "mallopt refused the metered worker's malloc thresholds")
+    _libc.malloc_trim(0)  # what the zygote's heap had free goes back now
+    return False
 
 
 def _limit(limits: dict) -> None:
-    _malloc_thresholds(bool(limits.get("metered_memory", True)))
     mb = 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] * mb,) * 2)
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 5))
@@ -230,6 +232,7 @@ def _worker(opts, spec: dict, home: str) -> None:
     worker.reseed()
     os.umask(0o077)
     w = worker.Worker(opts.track, "", "", worker.protocol_stdout())
+    w.trim = _malloc_settings(bool(spec["limits"].get("metered_memory", True)), opts.track)
     w.open_exchange(None, opts.exchange_fd)
     w.serve_warm(opts.root)
 
