@@ -17,6 +17,8 @@ import dataclasses
 import functools
 import operator
 
+from harness.core import pysource
+
 PARAMETER_FREE = frozenset({
     "Dropout", "Dropout1d", "Dropout2d", "Softmax", "LogSoftmax", "Identity", "ReLU", "GELU", "SiLU", "Tanh",
     "Sigmoid", "Flatten", "Unflatten", "LeakyReLU", "ELU", "Mish", "Softplus"})
@@ -80,7 +82,7 @@ def _reader(source: str, entry: str) -> "_Reader":
 
 class _Reader:
     def __init__(self, source: str, entry: str):
-        self.tree = ast.parse(source)
+        self.tree = pysource.parse(source)
         self.entry = entry
         self.nn_names = {"nn"}          # names bound to torch.nn
         self.torch_names = {"torch"}
