@@ -222,3 +222,38 @@ def test_sqlite_reads_do_not_wait_for_the_write_lock_and_writes_still_do(tmp_pat
         holder.close()
     finally:
         store.dispose()
+
+
+def test_sqlite_connections_are_kept_for_as_many_threads_as_the_api_runs_at_once(tmp_path):
+    """issue 27: the API answers on up to 40 threads at once; with SQLAlchemy's default pool (5 kept) every
+    checkout past the fifth opened a connection, ran the pragmas and closed it again (~a third of the API's CPU
+    per submission under bench_service's 20 clients). Twenty threads reading at once, three times over, open
+    twenty connections, not one a checkout."""
+    import time
+
+    from sqlalchemy import event
+
+    store = open_store(Settings.resolve(tmp_path / "data", None))
+    try:
+        sid = new(store)
+        opened = []
+        event.listen(store.engine, "connect", lambda *_: opened.append(1))
+        store.engine.dispose()                                   # start from an empty pool
+        barrier = threading.Barrier(20)
+
+        def read():
+            for _ in range(3):
+                barrier.wait(30)
+                with store.engine.connect() as conn:            # what every request's session checks out
+                    conn.exec_driver_sql("SELECT 1")
+                    time.sleep(0.05)                             # all twenty hold one at once
+                assert store.get(sid)["id"] == sid
+
+        threads = [threading.Thread(target=read) for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(opened) <= 20, len(opened)                    # the default pool: 35 here
+    finally:
+        store.dispose()

@@ -61,6 +61,9 @@ class LimitReached(Exception):
         self.reason, self.message, self.retry_after = reason, message, retry_after
 
 
+SQLITE_POOL = 24   # SQLite connections kept open (each a file handle and its page cache, up to ~2 MB)
+
+
 class Store:
     def __init__(self, database_url: str, *, echo: bool = False):
         self.url = database_url
@@ -71,6 +74,10 @@ class Store:
             if path and path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             kw["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            # Connections kept for the API's request threads (anyio's 40) and the grading threads: past the pool,
+            # every checkout opened a connection and ran the pragmas below, and closed it again (QueuePool's
+            # default 5 kept, 10 more made on demand).
+            kw.update(pool_size=SQLITE_POOL, max_overflow=SQLITE_POOL)
         else:
             kw.update(pool_pre_ping=True, pool_size=10, max_overflow=20)
         self.engine = create_engine(database_url, **kw)
