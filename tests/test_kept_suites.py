@@ -154,3 +154,24 @@ def test_kept_suites_grade_exactly_as_a_fresh_pytest_main():
         kept_suites.keep(False)
     assert [json.loads(k)["report"]["verdict"] for k in kept] == ["passed", "failed", "passed"]
     assert kept == fresh + fresh[:1]
+
+
+def test_the_grading_fixtures_ask_pytest_for_nothing():
+    """issue 27: pytest makes a new FixtureDef for ``request`` (inspecting a lambda's signature) every time a
+    fixture that asks for it is looked up: for every test, cached session fixtures included (297 a mha grade, ~2 ms
+    of the host's). The plugin's fixtures take nothing (harness/grading/plugin.py); only the suites' parameters
+    still cost pytest one each (66 a mha grade)."""
+    from harness.grading.process import grade_task
+
+    kept_suites.keep()
+    try:
+        answer = grade_task({"exercise": "mha", "path": str(ROOT / "reference" / "mha_numpy.py"), "track": "numpy",
+                             "sandbox": "local", "seed": 3, "label": "s.py"})
+        assert answer["kind"] == "report" and answer["report"]["verdict"] == "passed", answer
+        (suite,) = kept_suites._kept.values()
+        item = suite.session.items[0]
+        for name in ("candidate", "track", "exercise", "grade_seed", "rng", "record"):
+            (fixture,) = suite.session._fixturemanager.getfixturedefs(name, item)
+            assert fixture.argnames == (), (name, fixture.argnames)
+    finally:
+        kept_suites.keep(False)

@@ -8,6 +8,7 @@ Suites are ordinary pytest files. They use the fixtures below (``candidate``, ``
 from __future__ import annotations
 
 import dataclasses
+import threading
 import zlib
 
 import numpy as np
@@ -73,7 +74,14 @@ def _status_for(exc: BaseException) -> tuple[str, str, dict] | None:
     return None
 
 
-PLUGIN_KEY = pytest.StashKey["GraderPlugin"]()
+_RUNNING = threading.local()   # .plugin: the GraderPlugin whose tests this thread is running
+
+
+def _running() -> "GraderPlugin":
+    plugin = getattr(_RUNNING, "plugin", None)
+    if plugin is None:
+        raise RuntimeError("a grading fixture was asked for outside a grading run")
+    return plugin
 # The tests that exist for a root cause (charged by it); every other test forgives it (harness/core/checks.py).
 CHARGED_IN = {"dtype": ("test_dtype_preserved",),
               "precision": ("test_matches_reference_float64", "test_prefill_float64",
@@ -96,6 +104,7 @@ class GraderPlugin:
         self.collection_errors: list[str] = []
         self.notes: dict[str, dict] = {}
         self.infra_faults: list[str] = []  # the grader's own failures; any one makes the run an infrastructure error
+        self._item: pytest.Item | None = None
 
     def rebind(self, *, candidate: Candidate, exercise: Exercise, seed: int) -> None:
         """Point this plugin, kept with a collected session (harness/grading/kept_suites.py), at the next
@@ -105,40 +114,42 @@ class GraderPlugin:
         self.results, self.observations, self.notes, self.infra_faults = {}, [], {}, []
 
     # -- fixtures ---------------------------------------------------------------------------------
-    # Static methods that find this plugin through the config's stash: pytest 9.2 deprecates session-scoped
-    # fixtures defined as instance methods (their ``self`` is not the object the tests see).
+    # None of them asks for pytest's ``request``: pytest makes a new FixtureDef for ``request`` (and inspects a
+    # lambda's signature) every time a fixture that asks for it is looked up, for every test, cached session
+    # fixtures included: ~300 a grade, ~2 ms of the host's time. The session fixtures are static methods that find
+    # the running plugin through this thread (:func:`_running`; pytest 9.2 deprecates session-scoped fixtures
+    # defined as instance methods); the per-test ones read the test being set up (``pytest_runtest_setup``).
     @pytest.fixture(scope="session")
     @staticmethod
-    def candidate(request: pytest.FixtureRequest) -> Candidate:
-        return request.config.stash[PLUGIN_KEY]._candidate
+    def candidate() -> Candidate:
+        return _running()._candidate
 
     @pytest.fixture(scope="session")
     @staticmethod
-    def track(request: pytest.FixtureRequest) -> str:
-        return request.config.stash[PLUGIN_KEY]._track
+    def track() -> str:
+        return _running()._track
 
     @pytest.fixture(scope="session")
     @staticmethod
-    def exercise(request: pytest.FixtureRequest) -> Exercise:
-        return request.config.stash[PLUGIN_KEY]._exercise
+    def exercise() -> Exercise:
+        return _running()._exercise
 
     @pytest.fixture(scope="session")
     @staticmethod
-    def grade_seed(request):
+    def grade_seed():
         """The run's seed (``grade --seed N``), for messages that tell a candidate how to replay a case."""
-        return request.config.stash[PLUGIN_KEY].seed
+        return _running().seed
 
     @pytest.fixture
-    def rng(self, request: pytest.FixtureRequest) -> np.random.Generator:
-        return np.random.default_rng([self.seed, zlib.crc32(request.node.name.encode())])
+    def rng(self) -> np.random.Generator:
+        return np.random.default_rng([self.seed, zlib.crc32(self._item.name.encode())])
 
     @pytest.fixture
-    def record(self, request: pytest.FixtureRequest) -> Recorder:
-        return Recorder(self, self._test_id(request.node))
+    def record(self) -> Recorder:
+        return Recorder(self, self._test_id(self._item))
 
     # -- hooks ------------------------------------------------------------------------------------
     def pytest_configure(self, config: pytest.Config) -> None:
-        config.stash[PLUGIN_KEY] = self
         config.addinivalue_line("markers", "grade(category, points=1, visibility='visible'): grading metadata")
         config.addinivalue_line("markers", "tracks(*names): tracks this test applies to")
         config.addinivalue_line("markers", "charges(*causes): root causes this test exists for (dtype, precision)")
@@ -157,6 +168,20 @@ class GraderPlugin:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             self.collection_errors.append(clean_text(str(report.longrepr), 2000))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session):
+        """The session fixtures find this plugin through the thread that runs the tests (:func:`_running`)."""
+        saved = getattr(_RUNNING, "plugin", None)
+        _RUNNING.plugin = self
+        try:
+            yield
+        finally:
+            _RUNNING.plugin = saved
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self._item = item   # the test whose fixtures are being set up (rng, record)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):
