@@ -89,3 +89,25 @@ def test_reference_fully_masked_rows_are_zero_context():
     case = random_case(rng, b=1, s=4, d=8, h=2, bias=True).replace(mask=full_row_mask(1, 2, 4, 4, rows=(0,)))
     out = reference(case)
     np.testing.assert_allclose(out[0, 0], case.bo)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("bugs", [frozenset(), frozenset({"no_max_subtraction"})])
+@pytest.mark.parametrize("axis", [-1, -2])
+def test_masked_softmax_in_place_is_the_softmax_of_the_masked_scores_bit_for_bit(dtype, bugs, axis):
+    """issue 27: where every row has a key left, masked_softmax works in the caller's scores (two passes and a
+    mask fewer: kv_cache's 1,100 x 1,107 causal case 19 -> 12 ms, mha's s = 512 one 13 -> 5 ms). Bit for bit what
+    softmax(where(mask, -inf, scores)) with its masked keys then set to 0 gives, including rows that overflow or
+    vanish (scores of 1e6 without the max subtracted), whose masked keys still get exactly 0."""
+    rng = np.random.default_rng(7)
+    for scale in (1.0, 40.0, 1e6):
+        scores = (rng.standard_normal((2, 3, 9, 9)) * scale).astype(dtype)
+        m = rng.random((9, 9)) < 0.5
+        m[np.arange(9), np.arange(9)] = False                        # a key left in every row and column
+        m = np.broadcast_to(m, scores.shape)
+        with np.errstate(all="ignore"):
+            want = oracle.softmax(np.where(m, -np.inf, scores), axis, "no_max_subtraction" not in bugs)
+            want[m] = 0
+            got = oracle.masked_softmax(scores.copy(), m, axis, bugs)
+        assert got.dtype == dtype and np.array_equal(got, want, equal_nan=True), scale
+        assert (got[m] == 0).all() and not np.signbit(got[m]).any()

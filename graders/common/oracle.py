@@ -80,8 +80,19 @@ def scores_of(q, k, d, d_k, dtype, bugs):
 
 
 def masked_softmax(scores, m, axis, bugs):
-    """Masked keys get no weight; a row (column) with nothing to attend gets all zeros."""
+    """Masked keys get no weight; a row (column) with nothing to attend gets all zeros. ``scores`` is the caller's
+    own fresh array (it may be overwritten)."""
     full = m.all(axis=axis, keepdims=True)                           # rows (or columns) with nothing to attend
+    if not full.any():   # the usual case: computed in ``scores`` itself, two passes and a mask fewer
+        np.copyto(scores, -np.inf, where=m)
+        if "no_max_subtraction" not in bugs:
+            scores -= scores.max(axis=axis, keepdims=True)
+        np.exp(scores, out=scores)
+        total = scores.sum(axis=axis, keepdims=True)
+        scores /= total
+        if not ((total > 0) & np.isfinite(total)).all():   # a row that overflowed or vanished (a mutant's):
+            np.copyto(scores, 0, where=m)                    # its masked keys still get exactly 0
+        return scores                                                # (b, h, s_q, s_k)
     x = np.where(full, 0, scores)                                    # (b, h, s_q, s_k), this function's own
     np.copyto(x, -np.inf, where=m & ~full)
     p = softmax_in_place(x, axis, "no_max_subtraction" not in bugs)
