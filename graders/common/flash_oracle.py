@@ -18,12 +18,19 @@ def causal_hidden(s_q, s_k):
 def attention(Q, K, V, causal=False):
     """Standard attention in float64: softmax(Q Kᵀ / sqrt(d_k)) V over the keys."""
     q, k, v = (np.asarray(a, dtype=np.float64) for a in (Q, K, V))
-    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])            # (b, h, s_q, s_k)
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])            # (b, h, s_q, s_k), this function's own
+    return _softmax_in_place(s, causal) @ v                           # (b, h, s_q, d_k)
+
+
+def _softmax_in_place(s, causal):
+    """softmax over the keys, in ``s`` itself (the same values as exp(s - max) / sum with the future hidden, without
+    three more arrays of its size to fault in)."""
     if causal:
-        s = np.where(causal_hidden(q.shape[-2], k.shape[-2]), -np.inf, s)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))                     # (b, h, s_q, s_k)
-    p /= p.sum(axis=-1, keepdims=True)
-    return p @ v                                                      # (b, h, s_q, d_k)
+        np.copyto(s, -np.inf, where=causal_hidden(s.shape[-2], s.shape[-1]))
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    return s                                                          # (b, h, s_q, s_k)
 
 
 def attention_grads(Q, K, V, dO, causal=False):
@@ -31,10 +38,7 @@ def attention_grads(Q, K, V, dO, causal=False):
     q, k, v, g = (np.asarray(a, dtype=np.float64) for a in (Q, K, V, dO))
     scale = 1.0 / np.sqrt(q.shape[-1])
     s = q @ np.swapaxes(k, -1, -2) * scale                            # (b, h, s_q, s_k)
-    if causal:
-        s = np.where(causal_hidden(q.shape[-2], k.shape[-2]), -np.inf, s)
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    p /= p.sum(axis=-1, keepdims=True)                                # (b, h, s_q, s_k)
+    p = _softmax_in_place(s, causal)                                  # (b, h, s_q, s_k)
     dv = np.swapaxes(p, -1, -2) @ g                                   # (b, h, s_k, d_k)
     dp = g @ np.swapaxes(v, -1, -2)                                   # (b, h, s_q, s_k)
     ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) * scale      # (b, h, s_q, s_k)
