@@ -73,7 +73,8 @@ def heads(x, src, wq, wk, wv, bq, bk, bv, h, g, d_k, bugs):
 
 
 def scores_of(q, k, d, d_k, dtype, bugs):
-    scores = (q @ k.swapaxes(-1, -2)) / np.asarray(scale_of(d, d_k, bugs), dtype=dtype)  # (b, h, s_q, s_k)
+    scores = q @ k.swapaxes(-1, -2)                                  # (b, h, s_q, s_k)
+    scores /= np.asarray(scale_of(d, d_k, bugs), dtype=dtype)
     if "precision_lowered" in bugs:                                  # the bug: the softmax in float32
         scores = scores.astype(np.float32)
     return scores
