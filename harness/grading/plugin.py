@@ -82,6 +82,8 @@ def _running() -> "GraderPlugin":
     if plugin is None:
         raise RuntimeError("a grading fixture was asked for outside a grading run")
     return plugin
+
+
 # The tests that exist for a root cause (charged by it); every other test forgives it (harness/core/checks.py).
 CHARGED_IN = {"dtype": ("test_dtype_preserved",),
               "precision": ("test_matches_reference_float64", "test_prefill_float64",
