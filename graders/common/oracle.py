@@ -27,11 +27,18 @@ def softmax(scores, axis=-1, subtract_max=True):
 def softmax_in_place(x, axis=-1, subtract_max=True):
     """softmax over ``axis`` computed in ``x`` itself: the same values as ``exp(x - max) / sum``, without the three
     fresh arrays of that size (at kv_cache's 1,100 new tokens over 1,107 keys each is ~20 MB to fault in)."""
+    _softmax_sums(x, axis, subtract_max)
+    return x
+
+
+def _softmax_sums(x, axis, subtract_max):
+    """:func:`softmax_in_place`'s work; returns the sums it divided by (one per row, keepdims)."""
     if subtract_max:
         x -= x.max(axis=axis, keepdims=True)
     np.exp(x, out=x)
-    x /= x.sum(axis=axis, keepdims=True)
-    return x
+    total = x.sum(axis=axis, keepdims=True)
+    x /= total
+    return total
 
 
 def project(t, w, bias):
@@ -86,11 +93,7 @@ def masked_softmax(scores, m, axis, bugs):
     full = m.all(axis=axis, keepdims=True)                           # rows (or columns) with nothing to attend
     if not full.any():   # the usual case: computed in ``scores`` itself, two passes and a mask fewer
         np.copyto(scores, -np.inf, where=m)
-        if "no_max_subtraction" not in bugs:
-            scores -= scores.max(axis=axis, keepdims=True)
-        np.exp(scores, out=scores)
-        total = scores.sum(axis=axis, keepdims=True)
-        scores /= total
+        total = _softmax_sums(scores, axis, "no_max_subtraction" not in bugs)
         if not ((total > 0) & np.isfinite(total)).all():   # a row that overflowed or vanished (a mutant's):
             np.copyto(scores, 0, where=m)                    # its masked keys still get exactly 0
         return scores                                                # (b, h, s_q, s_k)
