@@ -257,3 +257,29 @@ def test_sqlite_connections_are_kept_for_as_many_threads_as_the_api_runs_at_once
         assert len(opened) <= 20, len(opened)                    # the default pool: 35 here
     finally:
         store.dispose()
+
+
+def test_a_postgres_that_never_answers_is_an_error_in_seconds_not_a_wait_for_tcp(monkeypatch):
+    """A store whose server takes the connection but never speaks (a dead host behind a live port, a namespace
+    whose packets go nowhere) failed only when TCP gave up, minutes later: a worker that never reports alive,
+    a request that never ends. Now the connection attempt ends after PG_CONNECT_TIMEOUT_S (libpq's floor is 2 s)."""
+    import socket
+    import time
+
+    from sqlalchemy.exc import OperationalError
+
+    from harness.service.store import repository
+    from harness.service.store.repository import Store
+
+    monkeypatch.setattr(repository, "PG_CONNECT_TIMEOUT_S", 2)
+    with socket.socket() as mute:               # accepts into its backlog, never answers the startup packet
+        mute.bind(("127.0.0.1", 0))
+        mute.listen(8)
+        store = Store(f"postgresql+psycopg://grader@127.0.0.1:{mute.getsockname()[1]}/grader")
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(OperationalError):
+                store.ping()
+        finally:
+            store.dispose()
+        assert time.monotonic() - t0 < 8

@@ -25,6 +25,10 @@ from tests.service.support import free_port
 
 IN_CI = os.environ.get("CI") == "true"
 GRADE = [sys.executable, "-c", "from harness.cli import main; main()"]
+# a `grade worker` that writes every thread's stack to its log on SIGUSR1 (WorkerProc.stacks): a worker that never
+# reports alive says where it waits
+WORKER = [sys.executable, "-c", "import faulthandler, signal; faulthandler.register(signal.SIGUSR1, all_threads=True)"
+                                "\nfrom harness.cli import main; main()"]
 REDIS_ENV = "GRADER_TEST_REDIS_URL"
 
 
@@ -93,21 +97,47 @@ class NetHosts:
                 self._ip("-n", ns, "link", "set", "lo", "up")
                 self.host_ips.append(host_ip)
                 self.ns_ips.append(ns_ip)
+            for i in range(len(self.names)):
+                self._reach(i)
             self.available = True
-        except (subprocess.CalledProcessError, OSError) as exc:
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
             self.why = f"ip netns failed: {getattr(exc, 'stderr', b'') or exc}"
             self.delete()
         return self
 
+    def _reach(self, i: int) -> None:
+        """A TCP connection from namespace ``i`` to its host address, or OSError with what the namespace holds:
+        the services the workers need listen there (a worker whose connection goes nowhere waits in connect)."""
+        with socket.socket() as srv:
+            srv.bind((self.host_ips[i], 0))
+            srv.listen(1)
+            srv.settimeout(15)
+            probe = (f"import socket; socket.create_connection(('{self.host_ips[i]}', {srv.getsockname()[1]}), "
+                     "timeout=10).close()")
+            done = subprocess.run(self.wrap(i, [sys.executable, "-c", probe], force=True), capture_output=True,
+                                  text=True, timeout=30)
+            try:
+                if not done.returncode:
+                    srv.accept()[0].close()
+            except OSError:
+                done = subprocess.CompletedProcess(done.args, 1, "", "connected, but not to this listener")
+            if done.returncode:
+                shown = subprocess.run(["ip", "-n", self.names[i], "-br", "addr"], capture_output=True, text=True)
+                raise OSError(f"namespace {self.names[i]} cannot reach {self.host_ips[i]}: "
+                              f"{done.stderr.strip()[-400:]}\n{shown.stdout}")
+
     def delete(self) -> None:
         for ns in self.names:
-            subprocess.run(["ip", "link", "del", f"{ns}h"], capture_output=True, timeout=20)
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+            for cmd in (["ip", "link", "del", f"{ns}h"], ["ip", "netns", "del", ns]):
+                try:
+                    subprocess.run(cmd, capture_output=True, timeout=20)
+                except subprocess.TimeoutExpired:
+                    pass    # the next command, and the next namespace, still get their turn
 
-    def wrap(self, i: int, cmd: list[str]) -> list[str]:
+    def wrap(self, i: int, cmd: list[str], force: bool = False) -> list[str]:
         # nsenter switches the network namespace only: `ip netns exec` also remounts /sys, which hides the cgroup
         # hierarchy a real worker host has (the host's memory measurement and worker cgroups need it)
-        return ["nsenter", f"--net=/run/netns/{self.names[i]}", "--", *cmd] if self.available else cmd
+        return ["nsenter", f"--net=/run/netns/{self.names[i]}", "--", *cmd] if self.available or force else cmd
 
     def address_for(self, i: int) -> str:
         """The address worker ``i`` reaches the services at."""
@@ -208,7 +238,7 @@ class WorkerProc:
 
     def __init__(self, hosts: NetHosts, i: int, *, broker: str, db: str, data_dir: Path, concurrency: int = 1,
                  env: dict | None = None, queues: str | None = None):
-        self.cmd = hosts.wrap(i, [*GRADE, "worker", "--broker", broker, "--db", db, "--data-dir", str(data_dir),
+        self.cmd = hosts.wrap(i, [*WORKER, "worker", "--broker", broker, "--db", db, "--data-dir", str(data_dir),
                                   "--concurrency", str(concurrency), *(["--queues", queues] if queues else [])])
         self.env = {**os.environ, "GRADER_SANDBOX": "local", "PYTHONWARNINGS": "ignore", **(env or {})}
         self.env.pop("GRADER_DATABASE_URL", None)
@@ -240,6 +270,12 @@ class WorkerProc:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.kill9()
+
+    def stacks(self) -> None:
+        """Every thread's stack into the log, when the worker is still running."""
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGUSR1)
+            time.sleep(0.5)
 
     def log(self) -> str:
         try:

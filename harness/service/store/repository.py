@@ -62,6 +62,7 @@ class LimitReached(Exception):
 
 
 SQLITE_POOL = 24   # SQLite connections kept open (each a file handle and its page cache, up to ~2 MB)
+PG_CONNECT_TIMEOUT_S = 10   # a Postgres no packet reaches is an error after this, not a wait for TCP's ~2 minutes
 
 
 class Store:
@@ -80,6 +81,8 @@ class Store:
             kw.update(pool_size=SQLITE_POOL, max_overflow=SQLITE_POOL)
         else:
             kw.update(pool_pre_ping=True, pool_size=10, max_overflow=20)
+            if "connect_timeout" not in database_url:   # the URL's own ?connect_timeout= wins
+                kw["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT_S}
         self.engine = create_engine(database_url, **kw)
         if self.is_sqlite:
             @event.listens_for(self.engine, "connect")
