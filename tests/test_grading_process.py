@@ -33,6 +33,26 @@ def test_a_grading_process_says_ready_then_answers_each_task(tmp_path):
         runner.close()
 
 
+def test_a_grading_process_is_recycled_once_it_holds_more_than_its_memory_bound(tmp_path):
+    """The service keeps a grading process for up to 1,000 tasks (a fresh one costs ~0.4 s of CPU, issue 27);
+    what bounds it then is the memory it holds, read by the parent in /proc, checked before each task."""
+    from harness.grading.process import resident_mb
+
+    task = {"exercise": "no_such_exercise", "path": str(tmp_path / "x.py"), "track": "auto", "sandbox": "local",
+            "seed": 0, "label": "x.py", "sha256": "0" * 64}
+    for bound, recycled in ((10_000, False), (1, True)):
+        runner = Runner(lambda: batch_process(tmp_path), recycle_after=1000, recycle_rss_mb=bound)
+        try:
+            assert runner.run(task, timeout=120)["kind"] == "usage"
+            pid = runner.proc.proc.pid
+            assert 1 < resident_mb(pid) < 10_000
+            assert runner.run(task, timeout=120)["kind"] == "usage"
+            assert (runner.proc.proc.pid != pid) is recycled, bound
+        finally:
+            runner.close()
+    assert resident_mb(2 ** 22 + 12345) is None             # no such process: nothing to read, no recycling
+
+
 def test_a_process_that_dies_mid_task_is_an_infrastructure_answer_with_its_exit_code(tmp_path):
     slow = tmp_path / "slow.py"
     slow.write_text("import time\ntime.sleep(60)\n")   # its grading is under way until the kill

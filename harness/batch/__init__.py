@@ -4,7 +4,8 @@ Design
 * The engine runs the hidden suite with ``pytest.main`` in-process, so parallel grading needs separate
   processes: ``jobs`` long-lived grading processes (``python -m harness.batch.child``), each grading one
   submission at a time in its own sandbox (a fresh worker / container per submission, as ``grade run``
-  does). A grading process is recycled after ``RECYCLE_AFTER`` submissions and replaced when it dies.
+  does). A grading process is recycled after ``RECYCLE_AFTER`` submissions (or past its memory bound) and
+  replaced when it dies.
 * Only this (parent) process writes reports: each one atomically (temp file + rename) as soon as its
   submission finishes, named ``<path slug>.<sha256[:16]>.json``. A sidecar ``.npz`` of plot arrays (see
   harness/grading/artifacts.py) is written by the grading process *before* the report that names it.

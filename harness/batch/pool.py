@@ -1,6 +1,7 @@
 """The batch's parent process: ``jobs`` long-lived grading processes (:mod:`harness.batch.child`), one thread
-driving each, recycled after ``RECYCLE_AFTER`` submissions and replaced when they die; only this process
-writes reports."""
+driving each, recycled after ``RECYCLE_AFTER`` submissions or past ``RECYCLE_RSS_MB`` of resident memory (a fresh
+one costs ~0.4 s of CPU: harness/service/queue/pool.py's ProcessRunner) and replaced when they die; only this
+process writes reports."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from harness.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_PASSED, Infrastruc
 from harness.core.leftovers import sweep_scratch
 from harness.grading.process import GradingProcess, Runner
 
-RECYCLE_AFTER = 40               # submissions per grading process before it is replaced
+RECYCLE_AFTER = 1000             # submissions per grading process before it is replaced
+RECYCLE_RSS_MB = 600             # or once it holds more than this (what it keeps between submissions is bounded)
 
 
 @dataclasses.dataclass
@@ -144,8 +146,8 @@ def _grade_all(todo: list[Item], opts: BatchOptions, out: Path, emit, notices: l
         except Exception:  # each grading process then starts its own
             zygotes = None
 
-    runners = [Runner(lambda n=n: _start_grader(logs / f"grader-{n}.log", zygotes), recycle_after=RECYCLE_AFTER)
-               for n in range(jobs)]
+    runners = [Runner(lambda n=n: _start_grader(logs / f"grader-{n}.log", zygotes), recycle_after=RECYCLE_AFTER,
+                      recycle_rss_mb=RECYCLE_RSS_MB) for n in range(jobs)]
 
     def slot(n: int) -> None:
         try:

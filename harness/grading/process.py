@@ -123,14 +123,22 @@ class GradingProcess:
 
 class Runner:
     """Grades a task in a grading process it keeps: started by ``start()`` when there is none, recycled after
-    ``recycle_after`` tasks, replaced when it dies or overruns (the task then gets an infrastructure answer)."""
+    ``recycle_after`` tasks or once it holds more than ``recycle_rss_mb`` MiB (resident, as this process reads it
+    in /proc), replaced when it dies or overruns (the task then gets an infrastructure answer)."""
 
-    def __init__(self, start: Callable[[], GradingProcess], *, recycle_after: int, ready_timeout: float = 120.0):
+    def __init__(self, start: Callable[[], GradingProcess], *, recycle_after: int, ready_timeout: float = 120.0,
+                 recycle_rss_mb: float | None = None):
         self._start, self.recycle_after, self.ready_timeout = start, recycle_after, ready_timeout
+        self.recycle_rss_mb = recycle_rss_mb
         self.proc: GradingProcess | None = None
 
+    def _worn(self, proc: GradingProcess) -> bool:
+        if proc.graded >= self.recycle_after:
+            return True
+        return self.recycle_rss_mb is not None and (resident_mb(proc.proc.pid) or 0.0) > self.recycle_rss_mb
+
     def _ensure(self) -> GradingProcess | None:
-        if self.proc is None or not self.proc.alive() or self.proc.graded >= self.recycle_after:
+        if self.proc is None or not self.proc.alive() or self._worn(self.proc):
             if self.proc is not None:
                 self.proc.stop()
             self.proc = self._start()
@@ -160,6 +168,18 @@ class Runner:
         proc, self.proc = self.proc, None
         if proc is not None:
             proc.stop(grace)
+
+
+def resident_mb(pid: int) -> float | None:
+    """Process ``pid``'s resident memory in MiB (VmRSS), or None where /proc does not say."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 # -- the grading process's side -------------------------------------------------------------------------------
