@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import httpx
@@ -42,12 +42,14 @@ def slow(seconds: float, source: str = REF) -> str:
 @pytest.fixture(scope="module")
 def net():
     hosts = NetHosts(2).create()
-    if not hosts.available and hosts.why and os.geteuid() == 0:
-        # once more, with new names and addresses; the first attempt's failure stays on record
-        warnings.warn(f"network namespaces, first attempt: {hosts.why}")
+    first = ""
+    if not hosts.available and os.geteuid() == 0:
+        # once more, with new names and addresses; the first attempt's failure stays on record (captured output)
+        first = hosts.why
+        print(f"network namespaces, first attempt: {first}", file=sys.stderr)
         hosts = NetHosts(2).create()
     if not hosts.available and IN_CI:
-        pytest.fail(f"CI needs network namespaces for the worker hosts: {hosts.why}")
+        pytest.fail(f"CI needs network namespaces for the worker hosts: {hosts.why} (first attempt: {first})")
     yield hosts
     hosts.delete()
 
