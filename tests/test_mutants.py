@@ -141,3 +141,34 @@ def test_the_mutants_answers_are_computed_once_per_process(tmp_path, local_warm_
     assert computed > 0 and len(calls) == computed
     assert [d.to_dict() for d in first.diagnosis] == [d.to_dict() for d in second.diagnosis]
     assert first.diagnosis[0].bug == "scale_sqrt_d"
+
+
+def test_a_kv_cache_call_checked_against_the_whole_sequence_is_judged_on_its_own_only_when_asked(
+        tmp_path, local_warm_pool, monkeypatch):
+    """issue 27: a chained kv_cache call (the long decoding, the chunkings, the value-space cases) is asserted
+    against the whole sequence's reference; whether it is also right against a step of the oracle on the cache
+    the candidate was given is the diagnosis's question. That step is computed only when something asks (a failing
+    grade's diagnosis, the report's plots of a failed test), not on every call of every grade."""
+    from graders.common import kv
+    from harness.grading import artifacts
+
+    seen, steps = [], []
+    collect, step = artifacts.collect, kv.step
+    monkeypatch.setattr(artifacts, "collect", lambda obs, results, **kw: seen.append(list(obs)) or collect(obs, results,
+                                                                                                            **kw))
+    monkeypatch.setattr(kv, "step", lambda case: steps.append(1) or step(case))
+    reference = EXAMPLES.parent / "reference" / "kv_cache_numpy.py"
+    report = grade(exercise="kv_cache", submission=reference, track="numpy", sandbox=local_warm_pool,
+                   keep_artifacts=True)
+    assert report.verdict == "passed"
+    lazy = [o for o in seen[-1] if o.kind == "forward" and callable(o.verdict)]
+    assert len(lazy) >= 56, len(lazy)                  # the long decoding's 56 calls at least, none judged
+    before = len(steps)
+    verdicts = [o.passed for o in lazy]                 # asked now: one step each
+    assert len(steps) == before + len(lazy)
+    assert all(v for o, v in zip(lazy, verdicts) if not o.test_id.startswith("test_value_space"))   # (its own tol)
+    assert [o.passed for o in lazy] == verdicts and len(steps) == before + len(lazy)   # and asked once
+    path = write_mutant(tmp_path, "kv_cache", "numpy", {"kv_cache_stale"})
+    report = grade(exercise="kv_cache", submission=path, track="numpy", sandbox=local_warm_pool, keep_artifacts=True)
+    assert [d.bug for d in report.diagnosis] == ["kv_cache_stale"]
+    assert not any(callable(o.verdict) for o in seen[-1])   # the diagnosis asked every one

@@ -105,14 +105,22 @@ def run_step(candidate, case: Case, record, *, check_values=True, what="") -> tu
     result = candidate.run(case)
     out_leaf, k_leaf, v_leaf = leaves(result)
     out = check_output(out_leaf, shape=case.x.shape, dtype=dtype, what=f"output{what}")
-    ref_out, (ref_k, ref_v) = step(case)
     cache = None
     if all(isinstance(leaf.out, np.ndarray) for leaf in (k_leaf, v_leaf)) and k_leaf.info.get("exact_type"):
         cache = (k_leaf.out, v_leaf.out)
     tol = tolerance_for(dtype)
-    ok = cache is not None and cache[0].shape == ref_k.shape and cache[1].shape == ref_v.shape and all(
-        np.allclose(a, e, atol=tol, rtol=tol) for a, e in ((out, ref_out), (cache[0], ref_k), (cache[1], ref_v)))
-    record.forward(case, flatten(out, cache), ok, kv=True, parts="out+cache" if cache is not None else "out")
+
+    def right(ref=None) -> bool:
+        """This call against a step of the oracle on the cache the candidate was given (the diagnosis's view)."""
+        ref_out, (ref_k, ref_v) = ref or step(case)
+        return cache is not None and cache[0].shape == ref_k.shape and cache[1].shape == ref_v.shape and all(
+            np.allclose(a, e, atol=tol, rtol=tol) for a, e in ((out, ref_out), (cache[0], ref_k), (cache[1], ref_v)))
+
+    # checked against the whole sequence's reference (check_chunks, the value-space test), this call's own step is
+    # computed only if the diagnosis or the plots ask (a failing grade): ~1 in 3 of a kv_cache grade's oracle time
+    ref = step(case) if check_values else None
+    record.forward(case, flatten(out, cache), right(ref) if check_values else right, kv=True,
+                   parts="out+cache" if cache is not None else "out")
     want = cache_shape(case)
     if cache is not None and cache[0].shape == (want[0], case.h, *want[2:]) and case.h != case.g:
         raise CheckFailure(f"the cache holds {case.h} heads (K, V of shape {list(cache[0].shape)}), expected the "
@@ -123,6 +131,7 @@ def run_step(candidate, case: Case, record, *, check_values=True, what="") -> tu
     v = check_output(v_leaf, shape=want, dtype=dtype, what=f"cached V{what}")
     if check_values:
         extra = {"case": case.describe()}
+        ref_out, (ref_k, ref_v) = ref
         assert_close(out, ref_out, tol=tol, what=f"output{what}", extra=extra)
         assert_close(k, ref_k, tol=tol, what=f"cached K{what}", extra=extra)
         assert_close(v, ref_v, tol=tol, what=f"cached V{what}", extra=extra)

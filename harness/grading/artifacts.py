@@ -24,8 +24,8 @@ def collect(observations, results, *, max_items: int = MAX_ITEMS) -> list[dict]:
     first: dict[str, object] = {}
     for ob in observations:
         r = status.get(ob.test_id)
-        if (ob.kind != "forward" or ob.passed or ob.case is None or ob.out is None or r is None
-                or r.status != "failed" or ob.test_id in first):
+        if (ob.kind != "forward" or ob.case is None or ob.out is None or r is None or r.status != "failed"
+                or ob.test_id in first or ob.passed):     # last: an observation may judge itself only when asked
             continue
         first[ob.test_id] = ob
     order = sorted(first, key=lambda t: (CATEGORY_ORDER.index(status[t].category)

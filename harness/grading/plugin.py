@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import zlib
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -25,21 +26,30 @@ from harness.session.candidate import Candidate, StructureError
 
 @dataclasses.dataclass
 class Observation:
-    """A forward output the candidate produced for a case, kept for diagnosis (host-side only)."""
+    """A forward output the candidate produced for a case, kept for diagnosis (host-side only). ``verdict``: whether
+    the output is right, or a function that tells, asked once and only when something reads :attr:`passed` (the
+    diagnosis and the report's plots, which look only when a test failed): a check whose own assertion rests on
+    another reference need not pay for this one in a grade that passes."""
 
     test_id: str
     case: object
     out: np.ndarray
-    passed: bool
+    verdict: bool | Callable[[], bool]
     kind: str = "forward"
     info: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        if callable(self.verdict):
+            self.verdict = bool(self.verdict())
+        return self.verdict
 
 
 class Recorder:
     def __init__(self, plugin: GraderPlugin, test_id: str):
         self.plugin, self.test_id = plugin, test_id
 
-    def forward(self, case: Case, out: np.ndarray | None, passed: bool, **info) -> None:
+    def forward(self, case: Case, out: np.ndarray | None, passed: bool | Callable[[], bool], **info) -> None:
         if out is not None:
             self.plugin.observations.append(Observation(self.test_id, case, out, passed, "forward", info))
 
