@@ -95,7 +95,7 @@ def check_gradients(candidate, case: FlashCase, rng, record, *, dtype="float64")
     grad_out = rng.standard_normal(c.out_shape).astype(dtype)
     result = run(candidate, c, grad_output=grad_out)
     out = check_output(result, shape=c.out_shape, dtype=dtype)
-    record.forward(c, out, bool(np.allclose(out, reference(c), atol=1e-4, rtol=1e-4)))
+    record.forward(c, out, lambda: bool(np.allclose(out, reference(c), atol=1e-4, rtol=1e-4)))   # asked if failing
     expected = flash_oracle.attention_grads(c.q, c.k, c.v, grad_out, causal=c.causal)
     missing = sorted(set(expected) - set(result.grads))
     if missing:
