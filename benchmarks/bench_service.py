@@ -132,8 +132,9 @@ def run(url: str, token: str, submissions: int, clients: int, max_seconds: float
     print(f"{submissions} submissions from {clients} clients in {wall:.1f} s: "
           f"{len(e2e) / wall:.2f} graded/s")
     print("status codes: " + ", ".join(f"{k}: {v}" for k, v in sorted(codes.items())) + f"; 5xx: {five}")
-    print(f"POST /v1/submissions{'?wait=%g (until graded)' % wait if wait else ''} latency: p50 {pct(intake, 50) * 1000:.0f} ms, p95 {pct(intake, 95) * 1000:.0f} ms, "
-          f"max {max(intake, default=0) * 1000:.0f} ms")
+    waited = f"?wait={wait:g} (until graded)" if wait else ""
+    print(f"POST /v1/submissions{waited} latency: p50 {pct(intake, 50) * 1000:.0f} ms, "
+          f"p95 {pct(intake, 95) * 1000:.0f} ms, max {max(intake, default=0) * 1000:.0f} ms")
     print(f"submit-to-graded latency:     p50 {pct(e2e, 50):.2f} s, p95 {pct(e2e, 95):.2f} s, "
           f"max {max(e2e, default=0):.2f} s")
     graded = max(1, len(e2e))
