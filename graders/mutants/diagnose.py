@@ -78,6 +78,12 @@ def _matches(out, expected, dtype, loose=False, tol=None) -> tuple[bool, float]:
         diff = np.abs(a - e)
         if np.isfinite(diff).all():   # both finite everywhere (the usual case): np.isclose's own test, in one pass
             return bool((diff <= tol + tol * np.abs(e)).all()), float(diff.max()) if diff.size else 0.0
+    return _matches_anywhere(a, e, tol)
+
+
+def _matches_anywhere(a, e, tol) -> tuple[bool, float]:
+    """:func:`_matches` for float64 arrays of one shape holding NaN or inf anywhere (or too far apart to subtract):
+    NaN where the other has NaN, inf where the other has the same inf, the deviation over the finite entries."""
     if not np.array_equal(np.isnan(a), np.isnan(e)):
         return False, float("inf")
     with np.errstate(all="ignore"):
