@@ -99,9 +99,10 @@ def run(url: str, token: str, submissions: int, clients: int, max_seconds: float
                 if r.status_code >= 300:
                     problems.append(f"submission {i}: HTTP {r.status_code} {r.text[:200]}")
                     continue
-                sid, g = r.json()["id"], r     # with ?wait, a 200 is the graded submission: no poll
+                sid = r.json()["id"]
+                g = r if wait and r.status_code == 200 else None   # with ?wait, a 200 is the graded submission
                 while time.monotonic() < deadline:
-                    if g is not r or g.status_code != 200:
+                    if g is None:
                         g = c.get(f"/v1/submissions/{sid}")
                         with lock:
                             codes[g.status_code] += 1

@@ -116,15 +116,15 @@ class NetHosts:
                      "timeout=10).close()")
             done = subprocess.run(self.wrap(i, [sys.executable, "-c", probe], force=True), capture_output=True,
                                   text=True, timeout=30)
-            try:
-                if not done.returncode:
+            why = (done.stderr.strip()[-400:] or f"exit code {done.returncode}") if done.returncode else ""
+            if not why:
+                try:
                     srv.accept()[0].close()
-            except OSError:
-                done = subprocess.CompletedProcess(done.args, 1, "", "connected, but not to this listener")
-            if done.returncode:
+                except OSError:
+                    why = "connected, but not to this listener"
+            if why:
                 shown = subprocess.run(["ip", "-n", self.names[i], "-br", "addr"], capture_output=True, text=True)
-                raise OSError(f"namespace {self.names[i]} cannot reach {self.host_ips[i]}: "
-                              f"{done.stderr.strip()[-400:]}\n{shown.stdout}")
+                raise OSError(f"namespace {self.names[i]} cannot reach {self.host_ips[i]}: {why}\n{shown.stdout}")
 
     def delete(self) -> None:
         for ns in self.names:
