@@ -175,3 +175,22 @@ def test_the_grading_fixtures_ask_pytest_for_nothing():
             assert fixture.argnames == (), (name, fixture.argnames)
     finally:
         kept_suites.keep(False)
+
+
+def test_a_tests_keywords_are_listed_once_for_all_its_reports():
+    """issue 27: every report of a test (setup, call, teardown, every grade of a kept suite) carries the item's
+    keywords; they are listed from its node chain once and kept on the item."""
+    from harness.grading.plugin import _keywords
+
+    class Keywords:
+        walks = 0
+
+        def __iter__(self):
+            Keywords.walks += 1
+            return iter(("test_x", "grade", "suite"))
+
+    item = type("Item", (), {})()
+    item.stash, item.keywords = pytest.Stash(), Keywords()
+    assert _keywords(item) == {"test_x": 1, "grade": 1, "suite": 1}
+    assert [_keywords(item) for _ in range(5)][-1] is _keywords(item)
+    assert Keywords.walks == 1

@@ -107,6 +107,18 @@ def charged_causes(item: pytest.Item) -> tuple[str, ...]:
     return tuple(c for c, tests in CHARGED_IN.items() if base in tests) + (tuple(marker.args) if marker else ())
 
 
+_KEYWORDS = pytest.StashKey[dict]()
+
+
+def _keywords(item: pytest.Item) -> dict:
+    """The keywords a TestReport carries, listed once per item: a kept suite (harness/grading/kept_suites.py) runs
+    the same items every grade, and each of a test's three reports walked the item's node chain again."""
+    keywords = item.stash.get(_KEYWORDS, None)
+    if keywords is None:
+        keywords = item.stash[_KEYWORDS] = {k: 1 for k in item.keywords}
+    return keywords
+
+
 class GraderPlugin:
     def __init__(self, *, candidate: Candidate, exercise: Exercise, track: str, seed: int):
         self._candidate, self._exercise, self._track, self.seed = candidate, exercise, track, seed
@@ -226,7 +238,7 @@ class GraderPlugin:
             outcome, longrepr = "skipped", (str(item.path), 0, clean_text(str(excinfo.value), 200))
         else:
             outcome, longrepr = "failed", clean_text(f"{excinfo.typename}: {excinfo.value}", 500)
-        report = TestReport(item.nodeid, item.location, {k: 1 for k in item.keywords}, outcome, longrepr,
+        report = TestReport(item.nodeid, item.location, _keywords(item), outcome, longrepr,
                             call.when, duration=call.duration, start=call.start, stop=call.stop)
         if outcome == "failed" and _status_for(excinfo.value) is None:
             self._infra_fault(item, call.when, excinfo.value)
