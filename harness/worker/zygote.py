@@ -19,16 +19,18 @@ The host talks to it over a SOCK_SEQPACKET socket (fd N), one JSON message per p
     zygote -> host  {"op": "exit", "id": i, "code": c}                c as ``unshare --fork`` reports it (128+n
                                                                       for a signal)
 
-Each request forks a child C, which first joins its own cgroup (pids and memory limits; it writes "0" to each
-cgroup.procs descriptor), takes the three fds as 0, 1, 2 and unshares fresh mount, PID, network, IPC
-and UTS namespaces, then forks G, pid 1 of the new PID namespace (when it exits, everything left in the
-namespace dies). C only waits for G and exits with its status. G makes the mounts private, replaces ``--root``
-(the zygote's /tmp) with a fresh size-capped tmpfs of its own (the interpreter's folders that lived there are
-bound back read-only), mounts a private /proc, closes every other descriptor and forks W, the worker (pid 2),
-then only reaps and exits with W's status. W, before it touches anything of a candidate: resets its environment,
-sets its rlimits, drops every capability (and, as real root, its uid to nobody), sets no-new-privileges and
-reseeds every random generator. Then it is a warm worker (``Worker.serve_warm``): ``idle``, a ``load`` request,
-``boot``, the candidate. Each of C, G, W dies with its parent (PR_SET_PDEATHSIG).
+Each request forks G straight into a new PID namespace, as its pid 1 (the zygote unshares the PID namespace
+for that one fork and goes back to its own for the next: its own namespaces never change, and when G exits
+everything left in G's namespace dies). G first joins its own cgroup (pids and memory limits; it writes "0" to
+each cgroup.procs descriptor), takes the three fds as 0, 1, 2 and unshares fresh mount, network, IPC and UTS
+namespaces; it makes the mounts private, replaces ``--root`` (the zygote's /tmp) with a fresh size-capped tmpfs
+of its own (the interpreter's folders that lived there are bound back read-only), mounts a private /proc, closes
+every other descriptor and forks W, the worker (pid 2), then only reaps and exits with W's status. W, before it
+touches anything of a candidate: resets its environment, sets its rlimits, drops every capability (and, as real
+root, its uid to nobody), sets no-new-privileges and reseeds every random generator. Then it is a warm worker
+(``Worker.serve_warm``): ``idle``, a ``load`` request, ``boot``, the candidate. G and W each die with their
+parent (PR_SET_PDEATHSIG). (Until issue 27, a child C between the zygote and G unshared and waited for G: one
+fork, copy-on-write faults and exit of the zygote's ~20 MB of its own per worker.)
 """
 
 from __future__ import annotations
@@ -182,10 +184,9 @@ def _reset_environment(home: str) -> None:
     tempfile.tempdir = None  # gettempdir() caches the zygote's answer
 
 
-def _grandchild(opts, spec: dict, alive: int) -> None:
-    """G, pid 1 of the new PID namespace: the mounts, then a minimal init that reaps and exits with the
-    worker's status (so the worker is an ordinary process: it can signal, and kill, itself)."""
-    die_with_parent(alive=alive)
+def _isolate(opts, spec: dict) -> None:
+    """G's set-up once it has its namespaces: the mounts, then W, and a minimal init that reaps and exits with
+    the worker's status (so the worker is an ordinary process: it can signal, and kill, itself)."""
     root = opts.root
     mount("none", "/", None, MS_REC | MS_PRIVATE)
     _fresh_root(root, opts.keep, spec["limits"]["tmpfs_mb"])
@@ -244,13 +245,15 @@ def _join_cgroup(fds: list) -> None:
         os.write(fd, b"0")
 
 
-def _child(opts, spec: dict, fds: list, zygote: int) -> None:
-    """C: join the worker's cgroup, take the fds as 0, 1, 2, unshare, fork the worker, wait for it, exit with
-    its status."""
+def _child(opts, spec: dict, fds: list, alive: int, held: int) -> None:
+    """G, pid 1 of its new PID namespace: die with the zygote, join the worker's cgroup, take the fds as 0, 1, 2,
+    unshare the other namespaces, then :func:`_isolate` (W, and G's life as its init). ``alive``/``held``: the
+    zygote's pipe whose only writer is the zygote (``held``, closed here), for a parent outside our namespace."""
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
-    die_with_parent(zygote)
+    os.close(held)
+    die_with_parent(alive=alive)
     n_joins = int(spec.get("cgroup_fds") or 0)
     fds, joins = fds[:len(fds) - n_joins], fds[len(fds) - n_joins:]
     try:
@@ -262,34 +265,31 @@ def _child(opts, spec: dict, fds: list, zygote: int) -> None:
         os.dup2(fd, target)
     os.closerange(len(fds), 1 << 16)
     opts.exchange_fd = EXCHANGE_FD if len(fds) > EXCHANGE_FD else None
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
-    alive, held = os.pipe()
-    pid = os.fork()
-    if pid == 0:
+    try:
+        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+        _isolate(opts, spec)
+    except BaseException as exc:  # before the candidate: the host sees a death before boot (a grader fault)
         try:
-            os.close(held)
-            _grandchild(opts, spec, alive)
-        except BaseException as exc:  # before the candidate: the host sees a death before boot (a grader fault)
-            try:
-                os.write(2, f"warm worker set-up failed: {type(exc).__name__}: {exc}\n".encode()[:2000])
-            except OSError:
-                pass
+            os.write(2, f"warm worker set-up failed: {type(exc).__name__}: {exc}\n".encode()[:2000])
+        except OSError:
+            pass
+        os._exit(70)
+    os._exit(0)
+
+
+def _fork_into_pid_namespace(own: int) -> int:
+    """``os.fork()``, the child pid 1 of a new PID namespace; this process goes back to its own (``own``: a
+    descriptor of it) for its next children. A zygote that could not go back exits: its next fork would put a
+    worker in the namespace of the last one (the host starts a new zygote)."""
+    _check(_libc.unshare(CLONE_NEWPID), "unshare(pid)")
+    pid = 0
+    try:
+        pid = os.fork()
+    finally:
+        if pid != 0 and _libc.setns(own, CLONE_NEWPID) != 0:
+            os.write(2, f"zygote: cannot return to its PID namespace: {os.strerror(ctypes.get_errno())}\n".encode())
             os._exit(70)
-        os._exit(0)
-    os.close(alive)
-    null = os.open(os.devnull, os.O_RDWR)
-    for target in (0, 1, 2):  # only the worker holds the pipes: the host sees EOF the moment it dies
-        os.dup2(null, target)
-    os.close(null)
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            break
-        except ChildProcessError:
-            os._exit(70)
-        except InterruptedError:
-            continue
-    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+    return pid
 
 
 # -- the zygote's loop --------------------------------------------------------------------------------------
@@ -308,6 +308,8 @@ def serve(opts) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     children: dict[int, tuple] = {}  # pid -> (connection, request id)
+    own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    alive, held = os.pipe()  # G's check that the zygote still lives: only the zygote keeps ``held`` open
     _send(primary, {"op": "up", "threads": len(os.listdir("/proc/self/task"))})
     poller = select.poll()
     poller.register(primary.fileno(), select.POLLIN)
@@ -348,13 +350,13 @@ def serve(opts) -> None:
             # stdin, stdout, stderr (+ the input exchange) + the cgroup.procs files of its cgroup
             if op == "spawn" and len(fds) == 3 + bool(msg.get("exchange")) + int(msg.get("cgroup_fds") or 0):
                 try:
-                    pid = os.fork()
+                    pid = _fork_into_pid_namespace(own_pid_ns)
                 except OSError as exc:
                     _reply(conn, {"op": "failed", "id": msg.get("id"), "message": str(exc)})
                     pid = None
                 if pid == 0:
                     try:
-                        _child(opts, msg, fds, opts.zygote_pid)
+                        _child(opts, msg, fds, alive, held)
                     finally:
                         os._exit(70)
                 if pid:
@@ -375,7 +377,7 @@ def serve(opts) -> None:
                 _reply(conn, {"op": "failed", "id": msg.get("id"), "message": "expected 3 descriptors (+ cgroup's)"})
             for fd_ in fds:
                 os.close(fd_)
-        while True:  # reap: C's exit status is the worker's
+        while True:  # reap: G's exit status is the worker's
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -406,7 +408,6 @@ def main() -> None:
     parser.add_argument("--site-dirs", help="JSON list: the folders site would add (started with -S, see worker.py)")
     opts = parser.parse_args()
     opts.keep = json.loads(opts.keep)
-    opts.zygote_pid = os.getpid()
     worker.warm_up(opts.track)
     opts.readable = _world_readable([p for p in (sys.prefix, sys.base_prefix, *sys.path) if os.path.isdir(p)])
     serve(opts)
