@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -515,3 +516,46 @@ def test_the_zygote_forks_each_worker_init_into_a_pid_namespace_of_its_own():
             (worker,) = _descendants(g)
             assert _nspid(worker)[-1] == 2
             assert os.readlink(f"/proc/{worker}/ns/pid") == os.readlink(f"/proc/{g}/ns/pid")
+
+
+FORK_INTO_PID_NS = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import zygote
+
+own = os.open("/proc/self/ns/pid", os.O_RDONLY)
+home = lambda: os.readlink("/proc/self/ns/pid_for_children") == os.readlink("/proc/self/ns/pid")
+real_fork = os.fork
+def refused():
+    raise OSError(11, "fork refused")
+os.fork = refused
+try:
+    zygote._fork_into_pid_namespace(own)
+except OSError:
+    pass
+os.fork = real_fork
+assert home(), "a refused fork left the next children in a namespace of their own"
+r, w = os.pipe()
+pid = zygote._fork_into_pid_namespace(own)
+if pid == 0:
+    os.write(w, str(os.getpid()).encode())
+    os._exit(0)
+assert home(), "the zygote did not go back to its own PID namespace"
+os.waitpid(pid, 0)
+print(os.read(r, 16).decode())
+"""
+
+
+def test_a_fork_the_kernel_refuses_leaves_the_zygote_in_its_own_pid_namespace(tmp_path):
+    """issue 27: the zygote unshares the PID namespace for one fork; whether the fork happens or not, it goes back
+    to its own (else its next workers would share a namespace, or it could never unshare again)."""
+    if os.geteuid() != 0:
+        if IN_CI:
+            pytest.fail("CI runs as root")
+        pytest.skip("unsharing a PID namespace needs root")
+    script = tmp_path / "fork_into_pid_ns.py"
+    script.write_text(FORK_INTO_PID_NS)
+    out = subprocess.run([sys.executable, str(script), str(ROOT / "harness" / "worker")], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1"   # the child was pid 1 of a new namespace

@@ -282,7 +282,7 @@ def _fork_into_pid_namespace(own: int) -> int:
     descriptor of it) for its next children. A zygote that could not go back exits: its next fork would put a
     worker in the namespace of the last one (the host starts a new zygote)."""
     _check(_libc.unshare(CLONE_NEWPID), "unshare(pid)")
-    pid = 0
+    pid = None   # a fork that fails leaves the zygote to go back too
     try:
         pid = os.fork()
     finally:
