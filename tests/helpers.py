@@ -32,3 +32,19 @@ def validate(report) -> dict:
 
 def statuses(report) -> dict[str, str]:
     return {t.id: t.status for t in report.tests}
+
+
+def descendants(pids: set[int]) -> set[int]:
+    """Every live process below ``pids`` (their sandbox workers included), from /proc."""
+    parent = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = set(), set(pids)
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier} - found
+        found |= frontier
+    return found

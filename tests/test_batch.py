@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import validate
+from .helpers import descendants, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 REF_NP = (ROOT / "reference" / "mha_numpy.py").read_text()
@@ -215,22 +215,6 @@ def _described(pid: int):
         return "gone"
 
 
-def _descendants(pids: set[int]) -> set[int]:
-    """Every live process below ``pids`` (their sandbox workers included), from /proc."""
-    parent = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    found, frontier = set(), set(pids)
-    while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier} - found
-        found |= frontier
-    return found
-
-
 def _grading_pids(log: Path) -> set[int]:
     return {int(line.split("\t")[3]) for line in log.read_text().splitlines() if line.startswith("start\t")}
 
@@ -260,7 +244,7 @@ def test_sigkill_mid_run_then_resume_gives_exactly_one_valid_report_each(tmp_pat
         while len(starts(log)) < n0 + kill_after and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.02)
         assert proc.poll() is None, "the batch finished before it could be killed"
-        tree = _descendants({proc.pid})
+        tree = descendants({proc.pid})
         assert tree & _grading_pids(log)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -320,7 +304,7 @@ def test_sigterm_stops_cleanly_with_exit_130_and_no_survivors(tmp_path):
     while len(starts(log)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)  # both gradings are inside the candidate's infinite loop now
-    tree = _descendants({proc.pid})
+    tree = descendants({proc.pid})
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "re-run with --resume" in out

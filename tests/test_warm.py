@@ -23,7 +23,7 @@ from harness.core.errors import InfrastructureError
 from harness.grading.engine import grade
 from harness.sandbox import Limits
 
-from .helpers import validate, write
+from .helpers import descendants, validate, write
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI") == "true"
@@ -473,21 +473,6 @@ def test_an_interrupted_start_leaves_nothing_for_close_to_wait_on(tmp_path, monk
         assert len(stopped) == 1 and stopped[0].proc.poll() is not None
 
 
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for task in Path(f"/proc/{p}/task").iterdir():
-            kids = [int(k) for k in (task / "children").read_text().split()]
-            found += kids
-            todo += kids
-    return found
-
-
-def _ppid(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
 def _nspid(pid: int) -> list[int]:
     line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("NSpid:"))
     return [int(n) for n in line.split()[1:]]
@@ -504,16 +489,16 @@ def test_the_zygote_forks_each_worker_init_into_a_pid_namespace_of_its_own():
     with WarmPool("local", size=3) as pool:
         for _ in range(3):
             pool.prewarm("numpy", wait=True)
-        forks = [p for p in _descendants(pool._zygotes["numpy"].proc.pid)
-                 if b"zygote.py" in Path(f"/proc/{p}/cmdline").read_bytes()]   # the zygote and what it forked
-        (zygote,) = [p for p in forks if _ppid(p) not in forks]
+        forks = {p for p in descendants({pool._zygotes["numpy"].proc.pid})
+                 if b"zygote.py" in Path(f"/proc/{p}/cmdline").read_bytes()}   # the zygote and what it forked
+        (zygote,) = forks - descendants(forks)
         inits = [int(k) for k in Path(f"/proc/{zygote}/task/{zygote}/children").read_text().split()]
         assert len(inits) == 3
         assert os.readlink(f"/proc/{zygote}/ns/pid_for_children") == os.readlink(f"/proc/{zygote}/ns/pid")
         assert len({os.readlink(f"/proc/{g}/ns/pid") for g in inits} | {os.readlink(f"/proc/{zygote}/ns/pid")}) == 4
         for g in inits:
             assert _nspid(g)[-1] == 1 and len(_nspid(g)) == len(_nspid(zygote)) + 1
-            (worker,) = _descendants(g)
+            (worker,) = descendants({g})
             assert _nspid(worker)[-1] == 2
             assert os.readlink(f"/proc/{worker}/ns/pid") == os.readlink(f"/proc/{g}/ns/pid")
 

@@ -68,10 +68,8 @@ def _copied(value: object) -> object:
         return tuple(_copied(v) for v in value)
     if kind in (str, int, float, bool) or value is None:
         return value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, (dict, list, tuple)):   # a subclass (e.g. a namedtuple): asdict's own copy
-        return dataclasses.asdict(_Holder(value))["value"]
+    if dataclasses.is_dataclass(value) or isinstance(value, (dict, list, tuple)):   # e.g. a namedtuple: asdict's
+        return dataclasses.asdict(_Holder(value))["value"]                            # own copy, rare
     return value
 
 
