@@ -334,3 +334,35 @@ def test_site_dirs_are_the_folders_site_adds_and_no_pth_code_runs(tmp_path, monk
         local.site_dirs.cache_clear()
     assert dirs[:2] == (str(sp), str(extra)) and str(sp / "missing") not in dirs
     assert "PTH_RAN" not in os.environ
+
+
+def test_close_sends_the_kill_and_leaves_the_waiting_to_the_reaper(tmp_path):
+    """A report does not wait for its worker's death: close() sends the kill (the worker dies without anyone
+    waiting on it) and returns; the exit is waited for and the scratch folder and cgroup removed on the reaper's
+    thread, which drain() (and the grader's exit) waits for."""
+    import threading
+    import time
+
+    from harness.sandbox import reaper
+    from harness.sandbox.local import LocalSandbox
+    from harness.session.channel import WorkerSession
+
+    session = WorkerSession(LocalSandbox(), track="numpy", entry="mha", submission=write(tmp_path, "s.py", REF),
+                            limits=Limits(**FAST))
+    session.ensure_ready()
+    handle = session.handle
+    released = threading.Event()
+    waiting_kill = handle.kill
+    handle.kill = lambda: (released.wait(30), waiting_kill())   # the reaper's wait, held until released
+    t0 = time.monotonic()
+    session.close()
+    assert time.monotonic() - t0 < 1.0, "close() waited for the worker's exit"
+    assert session.handle is None
+    try:
+        assert handle.proc.wait(timeout=10) is not None   # killed by close() itself: the reaper is still held
+        assert os.path.isdir(handle.workdir)              # ... so nothing is removed yet
+    finally:
+        released.set()
+    assert reaper.drain(30)
+    assert not os.path.exists(handle.workdir)
+    assert handle.cgroup is None or not handle.cgroup.members()
