@@ -16,12 +16,13 @@ from harness.core import answers, blas
 from harness.core.version import __version__
 from harness.core.errors import GraderError, InfrastructureError, UsageError
 from harness.core.exercises import Exercise, check_track, get_exercise
-from harness.core.report import Diagnosis, Report, TestResult
 from harness.core.text import clean_text
 from harness.grading.submission import banned_api_uses, detect_track, load_submission
 from harness.sandbox import Limits, Sandbox, get_sandbox
 
-if TYPE_CHECKING:  # imported at run time only where used: the worker starts before the host imports NumPy
+if TYPE_CHECKING:  # imported at run time only where used: the worker starts before the host imports NumPy (and
+    # the report's module, ~2 ms of a one-shot's start: harness/core/report.py)
+    from harness.core.report import Report, TestResult
     from harness.grading.plugin import GraderPlugin
     from harness.session.channel import WorkerSession
 
@@ -105,6 +106,8 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
 
     session = WorkerSession(box, track=track, entry=ex.entry(track), submission=sub.path.resolve(), limits=lim)
     session.start()  # the worker's imports (torch!) overlap everything below
+    from harness.core.report import Diagnosis, Report
+
     try:
         t_started = time.monotonic()
         with answers.use_disk(answers_on_disk and _host_hidden(box)):
@@ -217,6 +220,8 @@ def _banned_api_result(track: str, text: str, tripwires: set[str], anything_pass
     could bypass the tripwire). A mention the tripwire never saw called — an unused branch, dead code — is a note
     for the interviewer, not a failure. It earns its point only alongside real work: with nothing else passing (a
     stub) it is not assessed."""
+    from harness.core.report import TestResult
+
     if track != "torch":
         return None
     static = banned_api_uses(text)
