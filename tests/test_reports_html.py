@@ -329,6 +329,8 @@ def test_sidecar_round_trip_and_hash_check(tmp_path):
     np.testing.assert_array_equal(loaded["arrays"]["x"], case.x)
     with np.load(tmp_path / "r.npz", allow_pickle=False) as z:  # plain arrays only
         assert all(z[k].dtype != object for k in z.files)
+    data, same = sidecar.encode([item], "r.npz")   # the service's path: the same bytes, made in memory
+    assert data == (tmp_path / "r.npz").read_bytes() and same == entry
     (tmp_path / "r.npz").write_bytes(b"tampered")
     assert sidecar.load(entry, tmp_path / "r.json") == []
 

@@ -14,19 +14,26 @@ from pathlib import Path
 import numpy as np
 
 
-def save(items: list[dict], path: str | os.PathLike) -> dict:
-    """Write the arrays to ``path`` (.npz, atomically) and return the report's ``artifacts`` entry."""
-    path = Path(path)
+def encode(items: list[dict], name: str) -> tuple[bytes, dict]:
+    """The .npz's bytes and the report's ``artifacts`` entry for a file called ``name``. Stored, not deflated:
+    the arrays are floats, which zlib shrinks by ~8 % for ~4 ms of a failing grade's CPU."""
     flat, meta = {}, []
     for i, item in enumerate(items):
         key = f"t{i}"
-        for name, arr in item["arrays"].items():
-            flat[f"{key}__{name}"] = arr
+        for field, arr in item["arrays"].items():
+            flat[f"{key}__{field}"] = arr
         meta.append({"test_id": item["test_id"], "key": key, "h": item["h"], "g": item["g"],
                      "dtype": item["dtype"], "kind": item.get("kind", "mha"), "fields": sorted(item["arrays"])})
     buf = io.BytesIO()
-    np.savez_compressed(buf, **flat)
+    np.savez(buf, **flat)
     data = buf.getvalue()
+    return data, {"file": name, "sha256": hashlib.sha256(data).hexdigest(), "items": meta}
+
+
+def save(items: list[dict], path: str | os.PathLike) -> dict:
+    """Write the arrays to ``path`` (.npz, atomically) and return the report's ``artifacts`` entry."""
+    path = Path(path)
+    data, entry = encode(items, path.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
@@ -34,7 +41,7 @@ def save(items: list[dict], path: str | os.PathLike) -> dict:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    return {"file": path.name, "sha256": hashlib.sha256(data).hexdigest(), "items": meta}
+    return entry
 
 
 def load(entry: dict | None, report_path: str | os.PathLike | None) -> list[dict]:

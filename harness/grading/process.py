@@ -215,14 +215,11 @@ def grade_task(task: dict) -> dict:
             data["artifacts"] = sidecar.save(report.artifacts, task["npz_path"])
         return answer
     answer["npz_b64"] = None
-    if report.artifacts:
+    if report.artifacts:   # made in memory: no file to write, sync and read back
         import base64
-        import tempfile
 
-        with tempfile.TemporaryDirectory(prefix="grader-art-") as tmp:
-            npz = Path(tmp) / "report.npz"
-            data["artifacts"] = sidecar.save(report.artifacts, npz)
-            answer["npz_b64"] = base64.b64encode(npz.read_bytes()).decode()
+        npz, data["artifacts"] = sidecar.encode(report.artifacts, "report.npz")
+        answer["npz_b64"] = base64.b64encode(npz).decode()
     return answer
 
 
