@@ -125,3 +125,16 @@ def test_to_dict_gives_what_dataclasses_asdict_gave_and_a_copy_of_every_containe
     got["inner"]["items"][0]["k"] = 9
     assert diagnostics["list"] == [1, (2, [3])] and diagnostics["nested"]["x"] == 0.5
     assert diagnostics["inner"].items == [{"k": 2}]
+
+
+def test_compact_json_is_the_same_report():
+    """``to_json(indent=None)`` (the C encoder: what the grading process sends the service) holds the same values
+    as the indented JSON a file gets, NumPy scalars and arrays included."""
+    import numpy as np
+
+    report = _report()
+    report.tests[1].diagnostics = {"f64": np.float64(0.1), "f32": np.float32(0.25), "i": np.int64(3),
+                                   "b": np.bool_(True), "a": np.arange(3.0), "t": (1, "x"), "u": "é\u2028"}
+    compact, indented = report.to_json(indent=None), report.to_json()
+    assert "\n" not in compact and "\n  " in indented
+    assert json.loads(compact) == json.loads(indented)

@@ -206,7 +206,7 @@ def grade_task(task: dict) -> dict:
     except Exception as exc:  # a grader bug is an infrastructure fault for this submission, never the candidate's
         return {"kind": "infrastructure", "message": f"internal error: {type(exc).__name__}: {exc}",
                 "notices": notices}
-    data = json.loads(report.to_json())
+    data = json.loads(report.to_json(indent=None))   # JSON's values, as a dict
     if task.get("label"):
         data["submission"]["path"] = task["label"]
     answer = {"kind": "report", "report": data, "notices": notices}
