@@ -366,3 +366,21 @@ def test_close_sends_the_kill_and_leaves_the_waiting_to_the_reaper(tmp_path):
     assert reaper.drain(30)
     assert not os.path.exists(handle.workdir)
     assert handle.cgroup is None or not handle.cgroup.members()
+
+
+def test_a_cleanup_that_fails_is_logged_and_the_next_still_runs(caplog):
+    import logging
+
+    from harness.sandbox import reaper
+
+    done = []
+
+    def fails():
+        raise OSError("device busy")
+
+    with caplog.at_level(logging.WARNING, logger="grader.reaper"):
+        reaper.later(fails)
+        reaper.later(lambda: done.append(1))
+        assert reaper.drain(10)
+    assert done == [1]
+    assert "OSError: device busy" in caplog.text

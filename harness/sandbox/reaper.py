@@ -28,7 +28,7 @@ def later(job: Callable[[], object]) -> None:
             if _executor is None:
                 _executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reaper")
                 atexit.register(drain)
-            future = _executor.submit(job)
+            future = _executor.submit(_run, job)
         except RuntimeError:   # cannot schedule new futures after interpreter shutdown
             future = None
         else:
@@ -37,6 +37,18 @@ def later(job: Callable[[], object]) -> None:
         job()
         return
     future.add_done_callback(_done)
+
+
+def _run(job: Callable[[], object]) -> None:
+    """A job whose cleanup fails is logged (best effort, as it always was: a leftover cgroup or folder is swept
+    by the next start), never lost without a word."""
+    try:
+        job()
+    except Exception as exc:
+        import logging
+
+        logging.getLogger("grader.reaper").warning("cleaning up after a used worker failed: %s: %s",
+                                                   type(exc).__name__, exc)
 
 
 def _done(future) -> None:
