@@ -384,3 +384,20 @@ def test_a_cleanup_that_fails_is_logged_and_the_next_still_runs(caplog):
         assert reaper.drain(10)
     assert done == [1]
     assert "OSError: device busy" in caplog.text
+
+
+def test_a_stuck_cleanup_holds_the_exit_for_a_bounded_wait_only(tmp_path):
+    """The reaper's thread is not joined at exit without a bound: a job stuck for good (a pipe whose other end
+    is held elsewhere) keeps the process at most EXIT_WAIT_S, and a job handed on at exit still runs."""
+    import subprocess
+    import sys
+    import time
+
+    done = tmp_path / "done"
+    code = ("import time, atexit\nfrom harness.sandbox import reaper\nreaper.EXIT_WAIT_S = 0.5\n"
+            f"atexit.register(lambda: reaper.later(lambda: open({str(done)!r}, 'w').close()))\n"
+            "reaper.later(lambda: time.sleep(60))\n")
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=30, cwd=Path(__file__).resolve().parent.parent)
+    assert time.monotonic() - t0 < 20
+    assert done.exists()   # an exit handler older than the reaper's runs after its wait: the job runs inline

@@ -1,7 +1,11 @@
 """What a used worker leaves behind, waited for and removed on one background thread: its exit, its pipes, its
 cgroup, its folder. A report is ready once the worker has been sent its kill; it does not wait for the kernel to
 tear the process down (a few ms: its address space, its namespaces). :func:`drain` waits for all of it, and runs
-at exit, so a one-shot grade still leaves nothing behind.
+at exit (for at most :data:`EXIT_WAIT_S`), so a one-shot grade still leaves nothing behind.
+
+The thread is a daemon: the interpreter's exit does not join it without a bound (a job stuck on a pipe would hold
+the process forever, and a process that is closing only takes note of SIGTERM). What is still undone after the
+wait at exit is a leftover the next start's sweep removes.
 """
 
 from __future__ import annotations
@@ -9,34 +13,47 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-import time
 from typing import Callable
 
-_executor = None   # concurrent.futures.ThreadPoolExecutor, started by the first later()
-_pending: set = set()
-_lock = threading.Lock()
+EXIT_WAIT_S = 10.0
+
+_cond = threading.Condition()
+_jobs: list = []          # waiting for the thread, in order
+_pending = 0              # handed to later() and not finished
+_thread: threading.Thread | None = None
+_closing = False          # the wait at exit is over: later() runs its job in the caller
 
 
 def later(job: Callable[[], object]) -> None:
-    """Run ``job`` on the reaper's thread; here and now when the interpreter is shutting down (the thread is
-    gone then). A job may hand on more work with later() itself."""
-    import concurrent.futures  # here, not at the top: a one-shot grade starts its worker before it needs this
+    """Run ``job`` on the reaper's thread (in order); here and now once the process is past its wait at exit. A
+    job may hand on more work with later() itself."""
+    global _thread, _pending
+    with _cond:
+        inline = _closing
+        if not inline:
+            if _thread is None:
+                _thread = threading.Thread(target=_loop, daemon=True, name="reaper")
+                _thread.start()
+                atexit.register(_at_exit)
+            _jobs.append(job)
+            _pending += 1
+            _cond.notify_all()
+    if inline:
+        _run(job)
 
-    global _executor
-    with _lock:
+
+def _loop() -> None:
+    global _pending
+    while True:
+        with _cond:
+            _cond.wait_for(lambda: _jobs)
+            job = _jobs.pop(0)
         try:
-            if _executor is None:
-                _executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reaper")
-                atexit.register(drain)
-            future = _executor.submit(_run, job)
-        except RuntimeError:   # cannot schedule new futures after interpreter shutdown
-            future = None
-        else:
-            _pending.add(future)
-    if future is None:
-        job()
-        return
-    future.add_done_callback(_done)
+            _run(job)
+        finally:
+            with _cond:
+                _pending -= 1
+                _cond.notify_all()
 
 
 def _run(job: Callable[[], object]) -> None:
@@ -51,31 +68,23 @@ def _run(job: Callable[[], object]) -> None:
                                                    type(exc).__name__, exc)
 
 
-def _done(future) -> None:
-    with _lock:
-        _pending.discard(future)
-
-
-def drain(timeout: float = 10.0) -> bool:
+def drain(timeout: float = EXIT_WAIT_S) -> bool:
     """Wait until every job handed to :func:`later` is done, those they handed on included; whether all are
     (what is left after ``timeout``: a cgroup the next start's sweep removes)."""
-    import concurrent.futures
+    with _cond:
+        return _cond.wait_for(lambda: _pending == 0, timeout)
 
-    deadline = time.monotonic() + timeout
-    while True:
-        with _lock:
-            pending = [f for f in _pending if not f.done()]
-        if not pending:
-            return True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        concurrent.futures.wait(pending, remaining)
+
+def _at_exit() -> None:
+    global _closing
+    drain(EXIT_WAIT_S)
+    with _cond:
+        _closing = True
 
 
 def _forget() -> None:  # a forked child has no reaper thread: it starts its own if it needs one
-    global _executor, _pending, _lock
-    _executor, _pending, _lock = None, set(), threading.Lock()
+    global _cond, _jobs, _pending, _thread, _closing
+    _cond, _jobs, _pending, _thread, _closing = threading.Condition(), [], 0, None, False
 
 
 if hasattr(os, "register_at_fork"):
