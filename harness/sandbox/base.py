@@ -99,12 +99,6 @@ class WorkerHandle(ABC):
     def kill(self) -> None:
         """Stop the worker and everything it started, now."""
 
-    stops_at_once = False  # kill_now() sends the kill without waiting: the rest is done in the background
-
-    def kill_now(self) -> None:
-        """Send the kill without waiting for the worker to exit (where ``stops_at_once``; else :meth:`kill`)."""
-        self.kill()
-
     def post_mortem(self) -> dict:
         """Evidence about how the worker ended: exit code, signal, OOM flag. Call after kill()/exit."""
         code = self.proc.poll()

@@ -16,12 +16,14 @@ why, the report's ``environment.cgroup`` records it and `grade sandbox doctor` s
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import errno
 import functools
 import itertools
 import os
 import signal
+import threading
 import time
 
 ROOT = "/sys/fs/cgroup"
@@ -330,13 +332,56 @@ class WorkerCgroup:
         return gone
 
 
+_remover: concurrent.futures.ThreadPoolExecutor | None = None  # started by the first retire()
+_pending: set = set()
+_pending_lock = threading.Lock()
+
+
 def retire(group: WorkerCgroup) -> None:
     """Kill everything in ``group`` now; wait for it to exit and remove the cgroup in the background (the report
-    does not wait for the members' exit; :func:`harness.sandbox.reaper.drain` does, and runs at exit)."""
-    from harness.sandbox import reaper
+    does not wait for the members' exit; :func:`drain` does, and runs at exit)."""
+    import concurrent.futures  # here, not at the top: a one-shot grade starts its worker before it needs this
 
+    global _remover
     group.kill(wait=False)
-    reaper.later(group.remove)
+    with _pending_lock:
+        try:
+            if _remover is None:
+                _remover = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="cgroup-remove")
+                atexit.register(drain)
+            future = _remover.submit(group.remove)
+        except RuntimeError:  # the interpreter is shutting down: remove it here
+            future = None
+        else:
+            _pending.add(future)
+    if future is None:
+        group.remove()
+        return
+    future.add_done_callback(_done)
+
+
+def _forget_remover() -> None:  # a forked child has no remover thread: it starts its own if it needs one
+    global _remover, _pending, _pending_lock
+    _remover, _pending, _pending_lock = None, set(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_remover)
+
+
+def _done(future) -> None:
+    with _pending_lock:
+        _pending.discard(future)
+
+
+def drain(timeout: float = 10.0) -> bool:
+    """Wait until every retired cgroup is removed (or given up: the sweep takes it later); whether all are done."""
+    import concurrent.futures
+
+    with _pending_lock:
+        pending = list(_pending)
+    done, not_done = concurrent.futures.wait(pending, timeout)
+    return not not_done
 
 
 def _try_write(path: str, value: str) -> bool:
@@ -429,9 +474,7 @@ def sweep_now() -> list[str]:
 def leftovers(pid: int | None = None) -> list[str]:
     """Names of the worker cgroups of grader ``pid`` (default: this process) that still exist (tests prove
     nothing is left behind)."""
-    from harness.sandbox import reaper
-
-    reaper.drain()
+    drain()
     found = set()
     mine = f"{PREFIX}{pid or os.getpid()}-"
     for parent in support().dirs.values():

@@ -377,18 +377,13 @@ class LocalHandle(_CgroupMeter, WorkerHandle):
         self.workdir = workdir
         self.cgroup = group
 
-    stops_at_once = True
-
-    def kill_now(self) -> None:
+    def kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         if self.cgroup is not None:  # whatever left the process group (setsid) is still in the cgroup
             self.cgroup.kill(wait=False)
-
-    def kill(self) -> None:
-        self.kill_now()
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not wait on anything
@@ -583,17 +578,11 @@ class ZygoteHandle(_CgroupMeter, WorkerHandle):
         self.proc = proc
         self.cgroup = group
 
-    stops_at_once = True
-
-    def kill_now(self) -> None:
+    def kill(self) -> None:
         if self.proc.returncode is None:
             self.proc.kill()
             if self.cgroup is not None:
                 self.cgroup.kill(wait=False)
-
-    def kill(self) -> None:
-        if self.proc.returncode is None:
-            self.kill_now()
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:  # pragma: no cover - the zygote died with it (see Zygote)

@@ -183,32 +183,20 @@ class WorkerSession:
     def close(self) -> None:
         """Stop the worker now: nothing it could still do matters once the suite is over. A handle with a
         ``retire`` hook (a warm Docker container) is handed back to its pool, which kills and removes it in the
-        background: the report does not wait for the engine (it is never used again). A local worker is sent its
-        kill here; its exit is waited for and what it leaves removed in the background (harness/sandbox/reaper.py):
-        the report does not wait for the kernel to tear it down."""
-        handle, self.handle = self.handle, None
-        if handle is None:
-            return
-        retire = getattr(handle, "retire", None)
-        if retire is not None:
-            retire()
-        elif handle.stops_at_once:
-            from harness.sandbox import reaper
+        background: the report does not wait for the engine (it is never used again)."""
+        if self.handle is not None:
+            retire = getattr(self.handle, "retire", None)
+            if retire is not None:
+                retire()
+            else:
+                self._kill()
+                self.handle.cleanup()
+            self.handle = None
 
-            with self._kill_lock:
-                handle.kill_now()
-            reaper.later(lambda: self._end(handle))
-        else:
-            self._end(handle)
-
-    def _end(self, handle: WorkerHandle) -> None:
-        self._kill(handle)
-        handle.cleanup()
-
-    def _kill(self, handle: WorkerHandle | None = None) -> None:
+    def _kill(self) -> None:
         """Kill the worker while a thread drains its protocol pipe: a Docker client blocked writing a full pipe
         would otherwise not exit (and the kill would wait for it) until its own timeout."""
-        handle = handle or self.handle
+        handle = self.handle
 
         def drain(stream: IO[bytes]) -> None:
             try:
