@@ -77,7 +77,7 @@ def test_a_wait_in_a_process_that_grades_reads_the_store_when_woken_not_on_a_sch
 
     embedded = SimpleNamespace(finished=Finished(), in_process=True)
     late, reads = _wait(embedded, finish_after=1.5, notify=True)
-    assert late < 0.5 and reads <= 3, (late, reads)          # the old schedule: ~12 reads (a wake under CI's load: 0.2 s)
+    assert late < 0.5 and reads <= 3, (late, reads)   # the old schedule: ~12 reads (under CI load a wake took 0.2 s)
     late, reads = _wait(embedded, finish_after=0.3, notify=False)
     assert 0.5 < late < 1.5 and reads <= 2, (late, reads)      # graded elsewhere: seen at the once-a-second read
     broker = SimpleNamespace(finished=Finished(), in_process=False)   # the API only sends: it must look often
