@@ -29,8 +29,7 @@ every other descriptor and forks W, the worker (pid 2), then only reaps and exit
 touches anything of a candidate: resets its environment, sets its rlimits, drops every capability (and, as real
 root, its uid to nobody), sets no-new-privileges and reseeds every random generator. Then it is a warm worker
 (``Worker.serve_warm``): ``idle``, a ``load`` request, ``boot``, the candidate. G and W each die with their
-parent (PR_SET_PDEATHSIG). (Until issue 27, a child C between the zygote and G unshared and waited for G: one
-fork, copy-on-write faults and exit of the zygote's ~20 MB of its own per worker.)
+parent (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
