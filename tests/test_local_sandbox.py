@@ -284,7 +284,7 @@ print("FACTS", sys.flags.isolated, sys.flags.no_site, sys.flags.dont_write_bytec
 
 
 def test_the_worker_runs_in_the_mount_set_ups_own_interpreter_with_the_workers_flags(tmp_path):
-    """Issue 27: mount_setup.py runs the worker's script in place (runpy) rather than executing a second
+    """Issue 27: mount_setup.py runs the worker's script in place (as runpy would) rather than executing a second
     interpreter: the worker's start saves an interpreter's start and the set-up's imports; the flags are the
     worker's own (-I -S -B: no site, its folders given), and the script is the worker's __main__."""
     from harness.sandbox.local import LocalSandbox, mount_isolation

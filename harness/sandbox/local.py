@@ -28,7 +28,7 @@ from pathlib import Path
 from harness.core.answers import answers_dir
 from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
-from harness.sandbox import cgroup
+from harness.sandbox import bytecode, cgroup
 from harness.sandbox.base import WORKER_DIR, WORKER_FILES, Limits, Sandbox, WorkerHandle, malloc_env
 
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "LD_LIBRARY_PATH")
@@ -453,8 +453,7 @@ class LocalSandbox(Sandbox):
         os.chmod(workdir, 0o700)
         worker_dir = os.path.join(workdir, ".worker")
         os.mkdir(worker_dir)
-        for name in WORKER_FILES:
-            shutil.copyfile(WORKER_DIR / name, os.path.join(worker_dir, name))
+        bytecode.copy_scripts(WORKER_DIR, WORKER_FILES, worker_dir)  # each with its .pyc: no compiling at start
         shutil.copyfile(submission, os.path.join(workdir, "submission.py"))
         prefix = namespace_prefix()
         exchange = group = None
@@ -650,8 +649,7 @@ class Zygote:
         os.chmod(self.workdir, 0o700)
         worker_dir = os.path.join(self.workdir, ".worker")
         os.mkdir(worker_dir)
-        for name in (*WORKER_FILES, *ZYGOTE_FILES):
-            shutil.copyfile(WORKER_DIR / name, os.path.join(worker_dir, name))
+        bytecode.copy_scripts(WORKER_DIR, (*WORKER_FILES, *ZYGOTE_FILES), worker_dir)
         box = os.path.join(self.workdir, "box")
         os.mkdir(box)
         cover = cover_tmp()
