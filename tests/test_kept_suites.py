@@ -194,3 +194,32 @@ def test_a_tests_keywords_are_listed_once_for_all_its_reports():
     assert _keywords(item) == {"test_x": 1, "grade": 1, "suite": 1}
     assert [_keywords(item) for _ in range(5)][-1] is _keywords(item)
     assert Keywords.walks == 1
+
+
+def test_a_test_for_other_tracks_only_is_never_made_into_items():
+    """issue 27: a test function marked ``tracks("torch")`` is dropped when pytest would make its items (about
+    half of a suite's items on the NumPy track, with their parameters), not built and deselected after; marks on a
+    class or module are still honoured by the collection's last hook."""
+    from harness.grading.plugin import GraderPlugin
+
+    plugin = object.__new__(GraderPlugin)
+    plugin._track = "numpy"
+
+    @pytest.mark.tracks("torch")
+    @pytest.mark.parametrize("layout", ["fused", "separate"])
+    def test_torch_layout(layout):
+        pass
+
+    @pytest.mark.tracks("numpy", "torch")
+    def test_both():
+        pass
+
+    def test_plain():
+        pass
+
+    assert plugin.pytest_pycollect_makeitem(None, "test_torch_layout", test_torch_layout) == []
+    assert plugin.pytest_pycollect_makeitem(None, "test_both", test_both) is None
+    assert plugin.pytest_pycollect_makeitem(None, "test_plain", test_plain) is None
+    assert plugin.pytest_pycollect_makeitem(None, "helper", test_torch_layout) is None  # not a test: pytest decides
+    plugin._track = "torch"
+    assert plugin.pytest_pycollect_makeitem(None, "test_torch_layout", test_torch_layout) is None

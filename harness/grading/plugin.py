@@ -178,6 +178,18 @@ class GraderPlugin:
         config.addinivalue_line("markers", "tracks(*names): tracks this test applies to")
         config.addinivalue_line("markers", "charges(*causes): root causes this test exists for (dtype, precision)")
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makeitem(self, collector, name: str, obj: object) -> list | None:
+        """A test function marked for other tracks only (``tracks``) is not made into items at all: on the NumPy
+        track that is about half of a suite's items (the torch-only tests and their parameters), which pytest
+        would build and the hook below would drop. Marks on a class or module are left to that hook."""
+        marks = getattr(obj, "pytestmark", None) if callable(obj) else None
+        if marks and name.startswith("test"):
+            tracks = [m for m in marks if getattr(m, "name", None) == "tracks"]
+            if tracks and self._track not in tracks[0].args:
+                return []
+        return None
+
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
         keep, drop = [], []
