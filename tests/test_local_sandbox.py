@@ -287,20 +287,26 @@ def test_the_worker_runs_in_the_mount_set_ups_own_interpreter_with_the_workers_f
     """Issue 27: mount_setup.py runs the worker's script in place (as runpy would) rather than executing a second
     interpreter: the worker's start saves an interpreter's start and the set-up's imports; the flags are the
     worker's own (-I -S -B: no site, its folders given), and the script is the worker's __main__."""
+    facts = namespaced_worker_facts(tmp_path, INTERPRETER)
+    assert facts.strip() == "1 1 1 worker.py worker.py ['mount_setup.py', 'worker.py', 'submission.py']"
+
+
+def namespaced_worker_facts(tmp_path, submission: str) -> str:
+    """The FACTS line a local worker in its mount namespace prints while it imports ``submission`` (no mount
+    namespace: skipped, but failed in CI, whose machine must allow it)."""
     from harness.sandbox.local import LocalSandbox, mount_isolation
 
     if not mount_isolation():
         if os.environ.get("CI") == "true":
             pytest.fail("CI's machine must allow the mount namespace")
         pytest.skip("no mount namespace here: the worker is executed directly")
-    handle = LocalSandbox().start(track="numpy", entry="mha", submission=write(tmp_path, "sub.py", INTERPRETER),
+    handle = LocalSandbox().start(track="numpy", entry="mha", submission=write(tmp_path, "sub.py", submission),
                                   limits=Limits())
     try:
-        facts = _facts_line(handle)
+        return _facts_line(handle)
     finally:
         handle.kill()
         handle.cleanup()
-    assert facts.strip() == "1 1 1 worker.py worker.py ['mount_setup.py', 'worker.py', 'submission.py']"
 
 
 def test_site_dirs_are_the_folders_site_adds_and_no_pth_code_runs(tmp_path, monkeypatch):

@@ -3,7 +3,6 @@ command line is read without argparse."""
 
 import importlib.util
 import marshal
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -122,21 +121,7 @@ print("FACTS", sorted(os.listdir(os.path.join(folder, "__pycache__"))), file=sys
 def test_a_local_worker_finds_its_scripts_bytecode_beside_them_in_its_box(tmp_path):
     """End to end: the bytecode the host wrote is carried onto the worker's own tmpfs (mount_setup.py copies the
     folder whole), where the worker runs; the unit tests above show it is used there only while it matches."""
-    from harness.sandbox import Limits
-    from harness.sandbox.local import LocalSandbox, mount_isolation
+    from .test_local_sandbox import namespaced_worker_facts
 
-    from .helpers import write
-    from .test_local_sandbox import _facts_line
-
-    if not mount_isolation():
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI's machine must allow the mount namespace")
-        pytest.skip("no mount namespace here: the worker runs from the host's scratch folder")
-    handle = LocalSandbox().start(track="numpy", entry="mha", submission=write(tmp_path, "sub.py", BYTECODE_FACTS),
-                                  limits=Limits())
-    try:
-        facts = _facts_line(handle)
-    finally:
-        handle.kill()
-        handle.cleanup()
+    facts = namespaced_worker_facts(tmp_path, BYTECODE_FACTS)
     assert facts.strip() == str(sorted(bytecode.pyc_name(n) for n in WORKER_FILES))
