@@ -3,6 +3,7 @@ command line is read without argparse."""
 
 import importlib.util
 import marshal
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,15 @@ def test_a_local_worker_finds_its_scripts_bytecode_beside_them_in_its_box(tmp_pa
 
     facts = namespaced_worker_facts(tmp_path, BYTECODE_FACTS)
     assert facts.strip() == str(sorted(bytecode.pyc_name(n) for n in WORKER_FILES))
+
+
+def test_the_cache_keeps_only_the_newest_files(monkeypatch):
+    """Every edited script (or upgrade) adds a file that is never read again: the folder keeps the KEEP newest."""
+    monkeypatch.setattr(bytecode, "KEEP", 3)
+    for i in range(6):
+        bytecode.compiled("s.py", f"X = {i}\n".encode())
+        newest = max(bytecode.cache_dir().glob("*.pyc"), key=lambda p: p.stat().st_mtime_ns)
+        os.utime(newest, ns=(i * 10**9, i * 10**9))  # a clear order, whatever the clock's resolution
+    left = sorted(bytecode.cache_dir().glob("*.pyc"), key=lambda p: p.stat().st_mtime)
+    assert len(left) == 3
+    assert [bytecode.valid(p.read_bytes(), f"X = {i}\n".encode()) for p, i in zip(left, (3, 4, 5))] == [True] * 3

@@ -25,6 +25,7 @@ from pathlib import Path
 from harness.core.answers import answers_dir
 
 HASH_CHECKED = (0b11).to_bytes(4, "little")  # PEP 552 flags: hash-based, check the source
+KEEP = 24  # files kept in the cache folder: the scripts of a few versions (~60 KB each)
 _memo: dict[tuple[str, str], bytes] = {}
 _lock = threading.Lock()
 
@@ -82,6 +83,22 @@ def _keep(path: Path, data: bytes) -> None:
     except OSError:
         try:
             tmp.unlink()
+        except OSError:
+            pass
+        return
+    _prune(path.parent)
+
+
+def _prune(folder: Path) -> None:
+    """Keep the KEEP most recently written files: every edit of a script (or an upgrade) adds one, never read again
+    once its source has changed. Run only when a file was added (a first start after a change)."""
+    try:
+        kept = sorted(folder.glob("*.pyc"), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in kept[KEEP:]:
+        try:
+            old.unlink()
         except OSError:
             pass
 
