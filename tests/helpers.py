@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -48,3 +49,39 @@ def descendants(pids: set[int]) -> set[int]:
         frontier = {p for p, pp in parent.items() if pp in frontier} - found
         found |= frontier
     return found
+
+
+def worker_facts_line(handle, timeout: float = 30.0) -> str:
+    """The rest of the line after ``FACTS`` that a started worker's submission printed on its stderr."""
+    import select
+    import time
+
+    deadline, seen = time.monotonic() + timeout, b""
+    fd = handle.proc.stderr.fileno()
+    while b"FACTS" not in seen or not seen.split(b"FACTS", 1)[1].count(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(fd, 65536) if ready else b""
+        assert chunk, f"no facts from the worker: {seen[-500:]!r}"
+        seen += chunk
+    return seen.split(b"FACTS", 1)[1].split(b"\n", 1)[0].decode()
+
+
+def namespaced_worker_facts(tmp_path: Path, submission: str) -> str:
+    """The FACTS line a local worker in its mount namespace prints while it imports ``submission`` (no mount
+    namespace: skipped, but failed in CI, whose machine must allow it)."""
+    import pytest
+
+    from harness.sandbox import Limits
+    from harness.sandbox.local import LocalSandbox, mount_isolation
+
+    if not mount_isolation():
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI's machine must allow the mount namespace")
+        pytest.skip("no mount namespace here: the worker is executed directly")
+    handle = LocalSandbox().start(track="numpy", entry="mha", submission=write(tmp_path, "sub.py", submission),
+                                  limits=Limits())
+    try:
+        return worker_facts_line(handle)
+    finally:
+        handle.kill()
+        handle.cleanup()

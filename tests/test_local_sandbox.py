@@ -8,7 +8,7 @@ import pytest
 from harness.grading.engine import grade
 from harness.sandbox import Limits
 
-from .helpers import statuses, validate, write
+from .helpers import namespaced_worker_facts, statuses, validate, worker_facts_line, write
 
 REF = (Path(__file__).resolve().parent.parent / "reference" / "mha_numpy.py").read_text()
 FAST = {"call_timeout_s": 1.0, "max_restarts": 1, "startup_timeout_s": 20}
@@ -171,20 +171,6 @@ print("FACTS", resource.getrlimit(resource.RLIMIT_AS), resource.getrlimit(resour
 """
 
 
-def _facts_line(handle, timeout: float = 30.0) -> str:
-    import select
-    import time
-
-    deadline, seen = time.monotonic() + timeout, b""
-    fd = handle.proc.stderr.fileno()
-    while b"FACTS" not in seen or not seen.split(b"FACTS", 1)[1].count(b"\n"):
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        chunk = os.read(fd, 65536) if ready else b""
-        assert chunk, f"no facts from the worker: {seen[-500:]!r}"
-        seen += chunk
-    return seen.split(b"FACTS", 1)[1].split(b"\n", 1)[0].decode()
-
-
 def test_the_worker_starts_without_preexec_fn_yet_in_its_cgroup_and_under_its_rlimits(tmp_path, monkeypatch):
     """Issue 27: with the mount namespace and setpriv, the host's Popen runs no Python between fork and exec (so
     subprocess can vfork); mount_setup.py joins the worker's cgroup and sets its rlimits before the worker runs."""
@@ -204,7 +190,7 @@ def test_the_worker_starts_without_preexec_fn_yet_in_its_cgroup_and_under_its_rl
     handle = LocalSandbox().start(track="numpy", entry="mha", submission=write(tmp_path, "sub.py", FACTS),
                                   limits=limits)
     try:
-        facts = _facts_line(handle)
+        facts = worker_facts_line(handle)
         cmd, hook = hooks[-1]
         assert hook is None and cmd[1:4] == ["--pdeathsig", "KILL", "--"]
         mb = 1024 * 1024
@@ -289,24 +275,6 @@ def test_the_worker_runs_in_the_mount_set_ups_own_interpreter_with_the_workers_f
     worker's own (-I -S -B: no site, its folders given), and the script is the worker's __main__."""
     facts = namespaced_worker_facts(tmp_path, INTERPRETER)
     assert facts.strip() == "1 1 1 worker.py worker.py ['mount_setup.py', 'worker.py', 'submission.py']"
-
-
-def namespaced_worker_facts(tmp_path, submission: str) -> str:
-    """The FACTS line a local worker in its mount namespace prints while it imports ``submission`` (no mount
-    namespace: skipped, but failed in CI, whose machine must allow it)."""
-    from harness.sandbox.local import LocalSandbox, mount_isolation
-
-    if not mount_isolation():
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI's machine must allow the mount namespace")
-        pytest.skip("no mount namespace here: the worker is executed directly")
-    handle = LocalSandbox().start(track="numpy", entry="mha", submission=write(tmp_path, "sub.py", submission),
-                                  limits=Limits())
-    try:
-        return _facts_line(handle)
-    finally:
-        handle.kill()
-        handle.cleanup()
 
 
 def test_site_dirs_are_the_folders_site_adds_and_no_pth_code_runs(tmp_path, monkeypatch):

@@ -122,7 +122,7 @@ print("FACTS", sorted(os.listdir(os.path.join(folder, "__pycache__"))), file=sys
 def test_a_local_worker_finds_its_scripts_bytecode_beside_them_in_its_box(tmp_path):
     """End to end: the bytecode the host wrote is carried onto the worker's own tmpfs (mount_setup.py copies the
     folder whole), where the worker runs; the unit tests above show it is used there only while it matches."""
-    from .test_local_sandbox import namespaced_worker_facts
+    from .helpers import namespaced_worker_facts
 
     facts = namespaced_worker_facts(tmp_path, BYTECODE_FACTS)
     assert facts.strip() == str(sorted(bytecode.pyc_name(n) for n in WORKER_FILES))
