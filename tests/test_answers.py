@@ -153,3 +153,34 @@ def test_a_full_folder_is_pruned_to_half_oldest_first_and_written_again(store, m
     left = sorted(p.name for p in old.iterdir())
     assert left == ["ab4.npy", "ab5.npy", "ab6.npy"], left  # the 3 most recently used stay (6 // 2)
     assert len(list(store.rglob("*.npy"))) == 4           # and the new answer was written
+
+
+def test_a_key_is_40_hex_digits_of_sha256_over_names_dtypes_shapes_and_bytes():
+    x = np.arange(6, dtype=np.float64).reshape(2, 3)
+    key = answers.digest("v1", {"x": x, "mask": None}, ("shape-case", 2))
+    assert len(key) == 40 and int(key, 16) >= 0
+    assert key == answers.digest("v1", {"mask": None, "x": x.copy()}, ("shape-case", 2))   # order, copies: same
+    assert key == answers.digest("v1", {"x": np.asfortranarray(x), "mask": None}, ("shape-case", 2))
+    others = [answers.digest("v2", {"x": x, "mask": None}, ("shape-case", 2)),
+              answers.digest("v1", {"x": x, "mask": None}, ("shape-case", 3)),
+              answers.digest("v1", {"y": x, "mask": None}, ("shape-case", 2)),
+              answers.digest("v1", {"x": x.astype(np.float32), "mask": None}, ("shape-case", 2)),
+              answers.digest("v1", {"x": x.reshape(3, 2), "mask": None}, ("shape-case", 2)),
+              answers.digest("v1", {"x": x + 1e-300, "mask": None}, ("shape-case", 2)),
+              answers.digest("v1", {"x": x}, ("shape-case", 2))]
+    assert len({key, *others}) == 1 + len(others)
+
+
+def test_an_observation_hashes_its_case_once_however_many_mistakes_the_diagnosis_tries(monkeypatch):
+    from graders.mutants import diagnose
+    from harness.grading.plugin import Observation
+
+    case, _ = _case()
+    calls = []
+    real = answers.digest
+    monkeypatch.setattr(answers, "digest", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    obs = Observation("t", case, np.zeros_like(case.x), False)
+    assert obs.case_digest == real("case", case.arrays())
+    outs = [diagnose._mutant_answer(obs, frozenset({bug})) for bug in ("scale_sqrt_d", "no_scale", "scale_sqrt_d")]
+    assert calls == ["case"]            # once, for all three (and the memo answers the repeated mistake)
+    assert outs[0] is outs[2] and outs[0] is not None and not np.array_equal(outs[0], outs[1])

@@ -103,13 +103,12 @@ def _mutant_answer(obs, bugs: frozenset):
     """The mutant's output for ``obs``'s case, computed once per process: it depends only on the case (what the
     candidate was given), the bugs and the oracle, never on the candidate's output (read-only; None: the mutant
     cannot run on the case)."""
-    from harness.core import answers
-
     mutant_output, _ = _oracle_for(obs)
     case = obs.case
-    values = (mutant_output.__name__, tuple(sorted(bugs)), obs.info.get("parts"), getattr(case, "h", None),
-              getattr(case, "g", None), getattr(case, "block", None), getattr(case, "causal", None))
-    key = answers.digest("mutant", case.arrays(), values)
+    # the case's arrays are hashed once per observation (Observation.case_digest), not once per mutant tried
+    key = (obs.case_digest, mutant_output.__name__, tuple(sorted(bugs)), obs.info.get("parts"),
+           getattr(case, "h", None), getattr(case, "g", None), getattr(case, "block", None),
+           getattr(case, "causal", None))
     with _memo_lock:
         if key in _memo:
             _memo.move_to_end(key)

@@ -8,6 +8,7 @@ Suites are ordinary pytest files. They use the fixtures below (``candidate``, ``
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import zlib
 from typing import Callable
@@ -43,6 +44,14 @@ class Observation:
         if callable(self.verdict):
             self.verdict = bool(self.verdict())
         return self.verdict
+
+    @functools.cached_property
+    def case_digest(self) -> str:
+        """A digest of the case's arrays (what the candidate was given), computed once: the diagnosis keys every
+        mutant's answer for this case by it, and asks for one per named mistake it tries."""
+        from harness.core import answers
+
+        return answers.digest("case", self.case.arrays())
 
 
 class Recorder:
