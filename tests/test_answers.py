@@ -184,3 +184,32 @@ def test_an_observation_hashes_its_case_once_however_many_mistakes_the_diagnosis
     outs = [diagnose._mutant_answer(obs, frozenset({bug})) for bug in ("scale_sqrt_d", "no_scale", "scale_sqrt_d")]
     assert calls == ["case"]            # once, for all three (and the memo answers the repeated mistake)
     assert outs[0] is outs[2] and outs[0] is not None and not np.array_equal(outs[0], outs[1])
+
+
+def test_without_keeping_no_case_is_hashed_and_the_answers_are_the_same(store, monkeypatch):
+    """The service's fresh seed per submission (keep_answers=False): the sweep's, the large cases' and kv_cache's
+    answers are computed directly, with no digest of the case and nothing in the memo, and they are the same."""
+    from graders.common import kv
+    from harness.grading.process import grade_task
+
+    case, rows = _case()
+    kept = kept_reference(case, rows)
+    hashed = []
+    real = answers.digest
+    monkeypatch.setattr(answers, "digest", lambda *a, **k: hashed.append(a[0]) or real(*a, **k))
+    answers.forget()
+    with answers.use_memo(False):
+        assert not answers.keeping()
+        fresh = kept_reference(case, rows)
+        kv_case = kv.make_case("numpy", np.random.default_rng(3))
+        out, (k, v) = kv.full_reference(kv_case)
+        assert all(np.array_equal(a, b) for a, b in zip(kv.kept_full_reference(kv_case), (out, k, v)))
+    assert answers.keeping() and np.array_equal(fresh, kept) and fresh.flags.writeable
+    assert hashed == [] and answers.counts() == {}
+    source = Path(__file__).resolve().parent.parent / "reference" / "kv_cache_numpy.py"
+    task = {"exercise": "kv_cache", "path": str(source), "track": "numpy", "sandbox": "local", "seed": 99,
+            "answers_on_disk": False, "keep_answers": False}
+    assert grade_task(task)["report"]["verdict"] == "passed"
+    assert hashed == [] and answers.counts() == {}
+    assert grade_task(dict(task, keep_answers=True))["report"]["verdict"] == "passed"
+    assert hashed and answers.counts().get("computed")

@@ -68,6 +68,7 @@ def test_report_is_written_once_and_a_second_call_is_a_no_op(env):
     assert row["status"] == "done" and row["reports_written"] == 1 and runner.calls == 1
     # a fresh seed per submission: its oracle answers are kept in memory only (tests/test_answers.py)
     assert runner.tasks[0]["answers_on_disk"] is False and runner.tasks[0]["warm"] is True
+    assert runner.tasks[0]["keep_answers"] is False   # its fresh seed: no answer is kept, not even in memory
 
 
 def test_infrastructure_faults_are_retried_then_graded(env):

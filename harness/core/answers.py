@@ -6,8 +6,9 @@ Two levels, both keyed by a digest of the case's own arrays and values (what the
 to the candidate's module) plus the oracle's code version (the sources of the modules that compute it, and the
 NumPy version): the same key can only ever name the same answer.
 
-- in this process, a bounded memo (:data:`MEMO_ENTRIES`): what a long-lived grading process (`grade serve`,
-  `grade batch`) uses;
+- in this process, a bounded memo (:data:`MEMO_ENTRIES`): what a long-lived grading process uses where its grades
+  repeat a seed (`grade batch`). `grade serve` draws a fresh seed for every submission and keeps none
+  (:class:`use_memo`): it computes each answer without hashing the case;
 - on disk, :func:`answers_dir` (``$GRADER_CACHE_DIR/answers``, else ``~/.cache/attention-grader/answers``),
   for the one-shot CLI. Only when :func:`use_disk` allows it: the grading engine allows it only while the
   worker cannot see the host's files (the Docker sandbox, or the local one with its mount namespace, which
@@ -44,20 +45,42 @@ def answers_dir() -> Path:
     return root / "answers"
 
 
-class use_disk:
-    """``with use_disk(True): ...`` — answers computed in this thread within the block may be kept on and read
-    from disk (the grading engine's choice, per grade: see the module's docstring)."""
+class _ThreadFlag:
+    """A per-thread setting for the block of a ``with``, restored after it."""
+
+    name, default = "", False
 
     def __init__(self, allowed: bool):
         self.allowed = allowed
 
     def __enter__(self):
-        self.saved = getattr(_state, "disk", False)
-        _state.disk = self.allowed
+        self.saved = getattr(_state, self.name, self.default)
+        setattr(_state, self.name, self.allowed)
         return self
 
     def __exit__(self, *exc):
-        _state.disk = self.saved
+        setattr(_state, self.name, self.saved)
+
+
+class use_disk(_ThreadFlag):
+    """``with use_disk(True): ...`` — answers computed in this thread within the block may be kept on and read
+    from disk (the grading engine's choice, per grade: see the module's docstring)."""
+
+    name, default = "disk", False
+
+
+class use_memo(_ThreadFlag):
+    """``with use_memo(False): ...`` — answers computed in this thread within the block are neither looked up nor
+    kept at all (:func:`keeping` says so to the callers, which then compute without a key): the service's choice,
+    whose fresh seed per submission means no answer of a grade is ever asked for again."""
+
+    name, default = "memo", True
+
+
+def keeping() -> bool:
+    """Whether answers are kept in this thread now (see :class:`use_memo`): when not, a caller computes its answer
+    directly, without the digest of the case that would only key it."""
+    return getattr(_state, "memo", True)
 
 
 def digest(version: str, arrays: dict, values: tuple = ()) -> str:

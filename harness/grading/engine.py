@@ -31,7 +31,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
           seed: int = 0, limits: Limits | dict | None = None, notice: Callable[[str], None] | None = None,
           diagnose: bool = True, keep_artifacts: bool = False,
           progress: Callable[[int, int, str | None], None] | None = None, warm: bool = False,
-          ends_process: bool = False, answers_on_disk: bool = True) -> Report:
+          ends_process: bool = False, answers_on_disk: bool = True, keep_answers: bool = True) -> Report:
     """``sandbox``: auto|local|docker, or a :class:`Sandbox` object, e.g. a
     :class:`harness.session.warm.WarmPool` that a service keeps for all its submissions.
 
@@ -48,6 +48,9 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
     ``answers_on_disk``: the oracle's answers may be kept on disk between processes (where the worker cannot see
     them: harness/core/answers.py). The service passes False: it draws a fresh seed for every submission, so an
     answer of one grade is never asked for again (they were ~30 files written a grade, never read).
+    ``keep_answers``: the oracle's answers may be kept at all, in this process's memo too (and so keyed by a digest
+    of each case). The service passes False for the same reason: hashing ~26 cases a grade (~1.5 ms of CPU) only
+    filled the memo with answers no later grade asks for.
 
     ``progress``: called as ``progress(index, total, test_id)`` when each test starts, then ``(total, total, None)``
     when the suite is over (see harness/grading/progress.py).
@@ -63,7 +66,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
                 report = _grade(exercise=exercise, submission=submission, track=track, sandbox=sandbox, seed=seed,
                                 limits=limits, notice=notice, diagnose=diagnose, keep_artifacts=keep_artifacts,
                                 progress=progress, warm=warm, ends_process=ends_process,
-                                answers_on_disk=answers_on_disk)
+                                answers_on_disk=answers_on_disk, keep_answers=keep_answers)
         except GraderError:
             raise
         except Exception as exc:
@@ -78,7 +81,7 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
 def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox: str | Sandbox, seed: int,
            limits: Limits | dict | None, notice: Callable[[str], None] | None, diagnose: bool,
            keep_artifacts: bool, progress: Callable[[int, int, str | None], None] | None, warm: bool,
-           ends_process: bool, answers_on_disk: bool) -> Report:
+           ends_process: bool, answers_on_disk: bool, keep_answers: bool) -> Report:
     t0 = time.monotonic()
     ex = get_exercise(exercise)
     sub = load_submission(submission)
@@ -110,7 +113,7 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
 
     try:
         t_started = time.monotonic()
-        with answers.use_disk(answers_on_disk and _host_hidden(box)):
+        with answers.use_disk(answers_on_disk and _host_hidden(box)), answers.use_memo(keep_answers):
             results, observations, plugin = _run_suite(ex, track, session, seed, progress)
         t_suite = time.monotonic()
         diagnosis = []

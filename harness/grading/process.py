@@ -185,8 +185,8 @@ def resident_mb(pid: int) -> float | None:
 # -- the grading process's side -------------------------------------------------------------------------------
 def grade_task(task: dict) -> dict:
     """Grade one submission in this process. ``task``: exercise, path, track, sandbox, seed; optional limits,
-    keep_artifacts, warm, answers_on_disk, label (shown as the report's submission path) and npz_path (where the
-    plot arrays go; without it they travel in the answer as ``npz_b64``). The answer is JSON-able: ``{"kind": "report",
+    keep_artifacts, warm, answers_on_disk, keep_answers, label (shown as the report's submission path) and npz_path
+    (where the plot arrays go; without it they travel in the answer as ``npz_b64``). The answer is JSON-able: ``{"kind": "report",
     "report": dict, "notices": [...]}`` or ``{"kind": "usage"|"infrastructure", "message": str, "notices": [...]}``."""
     from harness.core import sidecar
     from harness.grading.engine import grade
@@ -196,7 +196,8 @@ def grade_task(task: dict) -> dict:
         report = grade(exercise=task["exercise"], submission=task["path"], track=task["track"],
                        sandbox=task["sandbox"], seed=task["seed"], limits=task.get("limits") or None,
                        notice=notices.append, keep_artifacts=task.get("keep_artifacts", False),
-                       warm=task.get("warm", False), answers_on_disk=task.get("answers_on_disk", True))
+                       warm=task.get("warm", False), answers_on_disk=task.get("answers_on_disk", True),
+                       keep_answers=task.get("keep_answers", True))
     except UsageError as exc:
         return {"kind": "usage", "message": exc.message, "notices": notices}
     except GraderError as exc:

@@ -93,7 +93,8 @@ def grade_submission(store, settings, submission_id: str, runner, *, owner: str,
         task = {"id": submission_id, "exercise": row["exercise"], "track": row["track_requested"],
                 "sandbox": settings.sandbox, "seed": row["seed"], "path": str(path), "label": row["filename"],
                 "keep_artifacts": True, "warm": True,  # a warm pool per grading process
-                "answers_on_disk": False}  # a fresh seed per submission: its oracle answers are never asked again
+                # a fresh seed per submission: its oracle answers are never asked for again, so none is kept
+                "answers_on_disk": False, "keep_answers": False}
         answer = runner.run(task, settings.submission_timeout_s,
                             heartbeat=beat, every=lease / 4)
     finally:
