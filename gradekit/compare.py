@@ -16,7 +16,7 @@ def compare(actual: np.ndarray, expected: np.ndarray, tol: float) -> dict:
         rel = diff / np.maximum(np.abs(e), 1e-12)
     finite = np.isfinite(diff)
     everywhere = bool(finite.all())                   # the usual case: no boolean-indexed copies, no NaN/Inf scan
-    some = everywhere and diff.size > 0 or not everywhere and bool(finite.any())
+    some = diff.size > 0 if everywhere else bool(finite.any())   # a finite entry to take the maxima over
     n_bad = int(np.count_nonzero(bad))
     first = np.unravel_index(int(np.argmax(bad)), bad.shape) if n_bad else None   # argmax: the first True, C order
     return {

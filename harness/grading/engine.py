@@ -49,8 +49,8 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
     them: harness/core/answers.py). The service passes False: it draws a fresh seed for every submission, so an
     answer of one grade is never asked for again (they were ~30 files written a grade, never read).
     ``keep_answers``: the oracle's answers may be kept at all, in this process's memo too (and so keyed by a digest
-    of each case). The service passes False for the same reason: hashing ~26 cases a grade (~1.5 ms of CPU) only
-    filled the memo with answers no later grade asks for.
+    of each case). The service passes False for the same reason: hashing a grade's ~20-26 cases (1-3 ms of CPU)
+    only filled the memo with answers no later grade asks for.
 
     ``progress``: called as ``progress(index, total, test_id)`` when each test starts, then ``(total, total, None)``
     when the suite is over (see harness/grading/progress.py).

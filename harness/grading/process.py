@@ -186,8 +186,9 @@ def resident_mb(pid: int) -> float | None:
 def grade_task(task: dict) -> dict:
     """Grade one submission in this process. ``task``: exercise, path, track, sandbox, seed; optional limits,
     keep_artifacts, warm, answers_on_disk, keep_answers, label (shown as the report's submission path) and npz_path
-    (where the plot arrays go; without it they travel in the answer as ``npz_b64``). The answer is JSON-able: ``{"kind": "report",
-    "report": dict, "notices": [...]}`` or ``{"kind": "usage"|"infrastructure", "message": str, "notices": [...]}``."""
+    (where the plot arrays go; without it they travel in the answer as ``npz_b64``). The answer is JSON-able:
+    ``{"kind": "report", "report": dict, "notices": [...]}`` or ``{"kind": "usage"|"infrastructure", "message": str,
+    "notices": [...]}``."""
     from harness.core import sidecar
     from harness.grading.engine import grade
 
