@@ -32,7 +32,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from machine import machine_cpu  # noqa: E402
+from machine import machine_cpu, processes  # noqa: E402
 
 
 def pct(values, q):
@@ -46,16 +46,7 @@ def tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) of process ``pid`` and every descendant, live or reaped: the server's API,
     its grading processes and their zygotes (not the sandbox workers they kill: see machine_cpu). Steadier than wall
     times on a shared machine."""
-    tck = os.sysconf("SC_CLK_TCK")
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                text = open(f"/proc/{entry}/stat").read()
-            except OSError:
-                continue
-            f = text[text.rindex(")") + 2:].split()
-            stats[int(entry)] = (int(f[1]), sum(int(x) for x in f[11:15]) / tck)   # ppid; utime stime cutime cstime
+    stats = processes()
     total, todo = 0.0, [pid]
     while todo:
         p = todo.pop()
@@ -156,6 +147,16 @@ def run(url: str, token: str, submissions: int, clients: int, max_seconds: float
     return 1 if five or problems else 0
 
 
+def own_server(tmp: Path, workers: int, submissions: int):
+    """A `grade serve` of its own, started (local sandbox, SQLite under ``tmp``, no admission limits in the way of
+    ``submissions``), and an interviewer token for it."""
+    from tests.service.support import Server, make_tokens
+
+    tokens = make_tokens(tmp / "data", ("interviewer", "bench"))
+    return Server(tmp / "data", workers=workers, env={"GRADER_MAX_IN_FLIGHT": "0", "GRADER_RATE_PER_MINUTE": "0",
+                                                      "GRADER_QUEUE_MAX": str(10 * submissions)}).start(), tokens["bench"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--server")
@@ -173,16 +174,11 @@ def main() -> int:
         if not args.token:
             ap.error("--token (or GRADER_TOKEN) is required with --server")
         return run(args.server, args.token, args.submissions, args.clients, args.max_seconds, wait=args.wait)
-    from tests.service.support import Server, make_tokens
-
     with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
-        data = Path(tmp) / "data"
-        tokens = make_tokens(data, ("interviewer", "bench"))
-        server = Server(data, workers=args.workers, env={"GRADER_MAX_IN_FLIGHT": "0", "GRADER_RATE_PER_MINUTE": "0",
-                                                         "GRADER_QUEUE_MAX": str(10 * args.submissions)}).start()
+        server, token = own_server(Path(tmp), args.workers, args.submissions)
         try:
-            print(f"server {server.url} (local sandbox, {args.workers} grading workers, SQLite in {data})")
-            return run(server.url, tokens["bench"], args.submissions, args.clients, args.max_seconds,
+            print(f"server {server.url} (local sandbox, {args.workers} grading workers, SQLite in {server.data_dir})")
+            return run(server.url, token, args.submissions, args.clients, args.max_seconds,
                        server_pid=server.proc.pid, wait=args.wait)
         finally:
             server.stop()

@@ -13,3 +13,19 @@ def machine_cpu() -> tuple[float, float, float]:
         v = [int(x) for x in f.readline().split()[1:8]]
     tck = os.sysconf("SC_CLK_TCK")
     return (v[0] + v[1]) / tck, (v[2] + v[5] + v[6]) / tck, (v[3] + v[4]) / tck
+
+
+def processes() -> dict[int, tuple[int, float]]:
+    """{pid: (parent pid, CPU seconds of it and of its reaped children)} of every live process (/proc)."""
+    tck = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            fields = text[text.rindex(")") + 2:].split()
+            stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]) / tck)  # ppid; utime..cstime
+    return stats
