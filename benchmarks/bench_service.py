@@ -152,9 +152,10 @@ def own_server(tmp: Path, workers: int, submissions: int):
     ``submissions``), and an interviewer token for it."""
     from tests.service.support import Server, make_tokens
 
-    tokens = make_tokens(tmp / "data", ("interviewer", "bench"))
-    return Server(tmp / "data", workers=workers, env={"GRADER_MAX_IN_FLIGHT": "0", "GRADER_RATE_PER_MINUTE": "0",
-                                                      "GRADER_QUEUE_MAX": str(10 * submissions)}).start(), tokens["bench"]
+    token = make_tokens(tmp / "data", ("interviewer", "bench"))["bench"]
+    server = Server(tmp / "data", workers=workers, env={"GRADER_MAX_IN_FLIGHT": "0", "GRADER_RATE_PER_MINUTE": "0",
+                                                        "GRADER_QUEUE_MAX": str(10 * submissions)})
+    return server.start(), token
 
 
 def main() -> int:
