@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from harness.grading.process import GradingProcess, Runner
 
 PARENT = "ATTN_GRADER_BATCH_PARENT"
@@ -112,3 +114,42 @@ def test_a_sigterm_while_waiting_for_a_task_ends_the_process(tmp_path):
             proc.proc.wait()
         proc.proc.stdin.close()
         proc.proc.stdout.close()
+
+
+def test_a_graded_task_closes_its_worker_after_the_answer(monkeypatch, capsys):
+    """A grade given ``close_later`` (a grading process's grade_task, from serve()) returns with its worker still
+    running and its close in the list, so the answer goes out before the worker's death is waited for; a grade that
+    raises closes its worker itself. serve() runs what is left after each answer, a failing close only logged."""
+    from harness.grading.engine import grade
+    from harness.grading.process import _run_later
+
+    root = Path(__file__).resolve().parent.parent
+    later: list = []
+    report = grade(exercise="mha", submission=root / "reference" / "mha_numpy.py", sandbox="local",
+                   close_later=later)
+    assert report.verdict == "passed" and len(later) == 1
+    session = later[0].__self__
+    proc = session.handle.proc
+    assert proc.poll() is None                      # answered before the worker was closed
+    _run_later(later)
+    assert later == [] and session.handle is None and proc.poll() is not None
+
+    kept: list = []
+
+    def raising(*args, **kwargs):
+        raise RuntimeError("a diagnosis that breaks")
+
+    monkeypatch.setattr("graders.mutants.diagnose.diagnose", raising)
+    with pytest.raises(Exception, match="a diagnosis that breaks"):
+        grade(exercise="mha", submission=root / "examples" / "mha_wrong_scale.py", sandbox="local", close_later=kept)
+    assert kept == []                               # closed before the grade raised
+
+    calls = []
+
+    def failing():
+        calls.append("failing")
+        raise OSError("already gone")
+
+    _run_later([failing, lambda: calls.append("next")])
+    assert calls == ["failing", "next"]
+    assert "closing a worker after its answer failed: OSError: already gone" in capsys.readouterr().err

@@ -198,7 +198,7 @@ def grade_task(task: dict) -> dict:
                        sandbox=task["sandbox"], seed=task["seed"], limits=task.get("limits") or None,
                        notice=notices.append, keep_artifacts=task.get("keep_artifacts", False),
                        warm=task.get("warm", False), answers_on_disk=task.get("answers_on_disk", True),
-                       keep_answers=task.get("keep_answers", True))
+                       keep_answers=task.get("keep_answers", True), close_later=_CLOSE_LATER)
     except UsageError as exc:
         return {"kind": "usage", "message": exc.message, "notices": notices}
     except GraderError as exc:
@@ -225,6 +225,20 @@ def grade_task(task: dict) -> dict:
     return answer
 
 
+_CLOSE_LATER: list | None = None   # serve()'s: what grade_task leaves to run once its answer is written
+
+
+def _run_later(later: list) -> None:
+    """The closes a task left (its worker's), in order; a failing one is logged: its answer is already out."""
+    while later:
+        close = later.pop(0)
+        try:
+            close()
+        except Exception as exc:  # the worker is dead or dying either way (its zygote or cgroup sweeps the rest)
+            print(f"grading process: closing a worker after its answer failed: {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)
+
+
 def serve(parent_var: str, handle: Callable[[dict], dict] = grade_task) -> int:
     """The grading process's loop: die with the parent named in ``parent_var``, import the engine, say ready,
     then answer every task line with ``handle(task)``. Returns the exit code."""
@@ -235,6 +249,8 @@ def serve(parent_var: str, handle: Callable[[dict], dict] = grade_task) -> int:
     answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)                                  # stray prints go to stderr, never into the answers
     sys.stdout = sys.stderr
+    global _CLOSE_LATER
+    later = _CLOSE_LATER = []   # a task's worker is closed after its answer is written, before the next task
     try:
         import harness.grading.engine  # noqa: F401  (warm the imports before the first task)
         from harness.grading import kept_suites
@@ -250,10 +266,15 @@ def serve(parent_var: str, handle: Callable[[dict], dict] = grade_task) -> int:
                 break
             if not line.strip():
                 continue
-            with term.busy():
-                answer = handle(json.loads(line))
-            answers.write(json.dumps(answer, allow_nan=False) + "\n")
-            answers.flush()
+            try:
+                with term.busy():
+                    answer = handle(json.loads(line))
+                answers.write(json.dumps(answer, allow_nan=False) + "\n")
+                answers.flush()
+            finally:
+                _run_later(later)   # outside busy(): a SIGTERM now lets the close finish, then ends the loop
     except (KeyboardInterrupt, BrokenPipeError):
         return 143
+    finally:
+        _CLOSE_LATER = None
     return 0
