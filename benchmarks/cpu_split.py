@@ -14,7 +14,8 @@ the process tree that perf records (fork events), so the sandbox workers that ar
 
 Within each role, milliseconds per graded submission by where the sample landed: the kernel, the Python
 interpreter, NumPy, BLAS, the C library, the rest; `--symbols N` prints each role's N hottest symbols.
-Needs `perf` (Debian: linux-perf) and leave to sample every CPU (root, or kernel.perf_event_paranoid <= 0).
+Needs `perf` (Debian: linux-perf) and the right to sample every CPU (root, or kernel.perf_event_paranoid <= 0).
+A zygote started during the run (after a crash) counts, with the workers it forks, as zygote.
 
     python benchmarks/cpu_split.py [--submissions 200] [--clients 20] [--warm-up 30] [--symbols 10]
 """
