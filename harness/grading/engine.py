@@ -55,7 +55,8 @@ def grade(*, exercise: str, submission: str | os.PathLike, track: str = "auto", 
 
     ``close_later``: a grade that reaches its report appends the worker's close to this list instead of running it
     (a grading process runs it once its answer is written: the answer does not wait for the worker's death; a
-    warm grade returns 3–6 ms sooner); a grade that raises closes the worker before it does, as without it.
+    warm grade returns 3–6 ms sooner); a grade whose suite or diagnosis raises closes the worker itself before it
+    raises, as without it (what raises after that, building the report, leaves the close in the list).
 
     ``progress``: called as ``progress(index, total, test_id)`` when each test starts, then ``(total, total, None)``
     when the suite is over (see harness/grading/progress.py).
