@@ -87,7 +87,8 @@ def main() -> int:
             trees = {"": tree, **({"(before)": opts.before.resolve()} if opts.before else {})}
             for box in opts.sandbox:
                 for label, where in trees.items():
-                    cmd = [*grade, name, str(ref), "--sandbox", box, "--track", track, "-q"]
+                    own = where / ref.relative_to(tree)  # each tree grades its own reference, as it was then
+                    cmd = [*grade, name, str(own if own.is_file() else ref), "--sandbox", box, "--track", track, "-q"]
                     took, code, _ = wall(cmd, where)  # warm-up: imports cached by the OS, the oracle's answers kept
                     if code > 1:
                         lines.append(f"{name:16} {track:6} {box + label:15} unavailable (exit {code})")

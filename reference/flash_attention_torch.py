@@ -13,19 +13,26 @@ def flash_attention(Q, K, V, block_size=64, causal=False):
     m = Q.new_full((B, nh, Tq, 1), float("-inf"))                    # (B, nh, Tq, 1) running max
     l = Q.new_zeros((B, nh, Tq, 1))                                  # (B, nh, Tq, 1) running sum of exp
     acc = Q.new_zeros((B, nh, Tq, hs))                               # (B, nh, Tq, hs) running sum of exp * V
-    rows = torch.arange(Tq, device=Q.device)[:, None]                # (Tq, 1) query positions
     for start in range(0, Tk, block_size):
+        first = start if causal else 0                               # causal: queries before `start` see no key here
+        if first >= Tq:
+            break
         kb = K[:, :, start:start + block_size]                       # (B, nh, Bk, hs)
         vb = V[:, :, start:start + block_size]                       # (B, nh, Bk, hs)
-        s = q @ kb.transpose(-2, -1)                                 # (B, nh, Tq, Bk)
+        s = q[:, :, first:] @ kb.transpose(-2, -1)                   # (B, nh, Tr, Bk) the Tr = Tq - first rows
         if causal:                                                   # top-left: query i sees keys j <= i
             cols = torch.arange(start, start + kb.shape[2], device=Q.device)[None, :]  # (1, Bk) key positions
-            s = s.masked_fill(cols > rows, float("-inf"))            # (B, nh, Tq, Bk)
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))       # (B, nh, Tq, 1)
-        safe = m_new.masked_fill(torch.isneginf(m_new), 0.0)         # (B, nh, Tq, 1) rows with no key yet
-        p = torch.exp(s - safe)                                      # (B, nh, Tq, Bk)
-        alpha = torch.exp(m - safe)                                  # (B, nh, Tq, 1) rescales the old sums
-        l = alpha * l + p.sum(dim=-1, keepdim=True)                  # (B, nh, Tq, 1)
-        acc = alpha * acc + p @ vb                                   # (B, nh, Tq, hs)
-        m = m_new
+            rows = torch.arange(first, Tq, device=Q.device)[:, None]  # (Tr, 1) query positions
+            s.masked_fill_(cols > rows, float("-inf"))               # (B, nh, Tr, Bk)
+        m_old = m[:, :, first:]                                      # (B, nh, Tr, 1)
+        m_new = torch.maximum(m_old, s.detach().amax(dim=-1, keepdim=True))  # (B, nh, Tr, 1) a shift: no gradient
+        safe = m_new.masked_fill(torch.isneginf(m_new), 0.0)         # (B, nh, Tr, 1) rows with no key yet
+        p = s.sub_(safe).exp_()                                      # (B, nh, Tr, Bk) in place: one tile alive
+        alpha = torch.exp(m_old - safe)                              # (B, nh, Tr, 1) rescales the old sums
+        l_new = alpha * l[:, :, first:] + p.sum(dim=-1, keepdim=True)  # (B, nh, Tr, 1)
+        acc_new = alpha * acc[:, :, first:] + p @ vb                 # (B, nh, Tr, hs)
+        if first:                                                    # rows before `first` keep their sums
+            m_new, l_new, acc_new = (torch.cat([t[:, :, :first], new], dim=2)
+                                     for t, new in ((m, m_new), (l, l_new), (acc, acc_new)))
+        m, l, acc = m_new, l_new, acc_new                            # (B, nh, Tq, 1), (B, nh, Tq, 1), (B, nh, Tq, hs)
     return acc / l                                                   # (B, nh, Tq, hs)
