@@ -170,6 +170,64 @@ def test_auto_sandbox_fallback_says_why_and_how_to_fix(run, docker_probe, checks
     assert run("mha", REF_NUMPY, "--sandbox", "local", "-q").stderr == ""  # an explicit choice: no note
 
 
+class _Engine:
+    """A Docker engine client whose ping takes ``slow_s`` to answer: a call with a shorter timeout times out."""
+
+    def __init__(self, timeout: float, slow_s: float, asked: list, refuse: bool = False):
+        self.timeout, self.slow_s, self.refuse = timeout, slow_s, refuse
+        asked.append(timeout)
+
+    def ping(self):
+        import requests
+
+        if self.refuse:
+            raise requests.exceptions.ConnectionError("Connection refused")
+        if self.timeout < self.slow_s:
+            raise requests.exceptions.ReadTimeout(f"Read timed out. (read timeout={self.timeout})")
+        return True
+
+    def version(self, api_version=False):
+        return {"Version": "99.0"}
+
+    def inspect_image(self, image):
+        from harness.sandbox import docker as docker_backend
+
+        return {"Id": "sha256:" + "0" * 64, "Config": {"Labels": {"grader.version": docker_backend._version(),
+                                                                 "grader.worker_sha256": docker_backend.worker_sha256()}}}
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("slow_s,refuse,asked,why", [
+    (2.0, False, [0.8, 5.0], None),                       # busy (2 s to answer): asked again, patiently, and used
+    (9.0, False, [0.8, 5.0], "ReadTimeout"),              # no answer even then: the fallback, saying why
+    (0.0, True, [0.8], "ConnectionError"),                # an answer (refused): not asked again
+])
+def test_auto_sandbox_asks_a_slow_engine_again_before_falling_back(monkeypatch, slow_s, refuse, asked, why):
+    """`--sandbox auto` must not grade in a local process because the engine was busy for a moment (right after
+    a run that removed many containers, a ping took over 0.8 s): a timed-out check is made once more with
+    BUSY_PROBE_TIMEOUT_S. An engine that answers (even with a refusal) is not asked twice."""
+    from harness.sandbox import docker as docker_backend
+
+    seen: list[float] = []
+    monkeypatch.setattr(docker_backend, "docker_cli", lambda: "/usr/bin/docker")
+    monkeypatch.setattr(docker_backend, "engine_socket_missing", lambda: None)
+    monkeypatch.setattr(docker_backend, "api_client",
+                        lambda timeout=docker_backend.API_TIMEOUT_S: _Engine(timeout, slow_s, seen, refuse))
+    monkeypatch.setattr(docker_backend, "BUSY_PROBE_TIMEOUT_S", 5.0)
+    docker_backend._available_cache.clear()
+    try:
+        reason = docker_backend.DockerSandbox.unavailable_reason(runtime="runc")
+    finally:
+        docker_backend._available_cache.clear()
+    assert seen == asked
+    if why is None:
+        assert reason is None
+    else:
+        assert reason[0] == "engine" and why in reason[1]
+
+
 def _points(text: str) -> list[tuple[str, float, float]]:
     import re
 

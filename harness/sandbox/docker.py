@@ -37,6 +37,7 @@ CONTAINER_UID = 10001
 IMAGE_REPO = "attn-grader-sandbox"
 KEEP_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 PROBE_TIMEOUT_S = 0.8       # engine ping / image inspect during available()
+BUSY_PROBE_TIMEOUT_S = 5.0  # available()'s second ask when the first timed out: a busy engine is not a missing one
 API_TIMEOUT_S = 15          # other engine calls (kill, inspect, remove)
 CREATE_WAIT_S = 10          # a kill waits this long for a container its client is still asking the engine to make
 AVAILABLE_TTL_S = 30.0      # how long available() trusts its last answer
@@ -133,9 +134,29 @@ def _client_kwargs() -> dict:
     return kwargs
 
 
-def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S, runtime: str | None = None) -> list[DoctorCheck]:
+def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S, runtime: str | None = None,
+          busy_timeout: float | None = None) -> list[DoctorCheck]:
     """Fast checks, in order, stopping at the first failure: engine reachable, runtime registered (runc always
-    is: the engine is only asked about another one), image present, image current."""
+    is: the engine is only asked about another one), image present, image current. ``busy_timeout``: when an
+    engine call timed out, every check is made once more with this timeout (an engine busy removing many
+    containers can take seconds to answer a ping, and is not a missing one)."""
+    checks, timed_out = _probe(image, timeout, runtime)
+    if timed_out and busy_timeout is not None and busy_timeout > timeout:
+        checks, _ = _probe(image, busy_timeout, runtime)
+    return checks
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether an engine call failed by waiting too long (requests' Timeout, a socket timeout), not by an answer."""
+    try:
+        from requests.exceptions import Timeout
+    except ImportError:  # pragma: no cover - the docker package depends on requests
+        Timeout = TimeoutError
+    return isinstance(exc, (Timeout, TimeoutError))
+
+
+def _probe(image: str | None, timeout: float, runtime: str | None) -> tuple[list[DoctorCheck], bool]:
+    """:func:`probe`'s checks with one timeout, and whether a failing one timed out."""
     image = image or default_image()
     runtime = check_runtime(runtime or default_runtime())
     build_hint = "run `grade sandbox build` (air-gapped: `bash .ci/docker-setup.sh`)"
@@ -145,16 +166,16 @@ def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S, runtime
     if docker_cli() is None:
         out.append(DoctorCheck("engine", False, "the `docker` command is not installed",
                     "install Docker (Debian: `apt-get install docker.io`) or grade with --sandbox local"))
-        return out
+        return out, False
     reason = engine_socket_missing()
     if reason:
         out.append(DoctorCheck("engine", False, reason, engine_hint))
-        return out
+        return out, False
     try:
         import docker  # noqa: F401
     except ImportError:
         out.append(DoctorCheck("engine", False, "the `docker` Python package is missing", "pip install 'docker>=7'"))
-        return out
+        return out, False
     try:
         client = api_client(timeout=timeout)
         client.ping()
@@ -162,17 +183,19 @@ def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S, runtime
     except Exception as exc:  # requests/docker errors of many kinds
         out.append(DoctorCheck("engine", False, f"Docker engine not reachable: {type(exc).__name__}: {str(exc)[:200]}",
                     engine_hint))
-        return out
+        return out, _timed_out(exc)
     out.append(DoctorCheck("engine", True, f"Docker engine {server} reachable", ""))
+    slow = False
     try:
         runtime_check = _runtime_registered(client, runtime)
     except Exception as exc:
         runtime_check = DoctorCheck("runtime", False, f"cannot list the engine's runtimes: {type(exc).__name__}: "
                                     f"{str(exc)[:200]}", "check `docker info`")
+        slow = _timed_out(exc)
     out.append(runtime_check)
     if not runtime_check.ok:
         client.close()
-        return out
+        return out, slow
     try:
         info = client.inspect_image(image)
     except Exception as exc:
@@ -183,7 +206,7 @@ def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S, runtime
         else:
             out.append(DoctorCheck("image", False, f"cannot inspect {image}: {type(exc).__name__}: {str(exc)[:200]}",
                         build_hint))
-        return out
+        return out, _timed_out(exc)
     finally:
         client.close()
     out.append(DoctorCheck("image", True, f"sandbox image {image} present ({info.get('Id', '')[7:19]})", ""))
@@ -201,7 +224,7 @@ def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S, runtime
                     "rebuild it: `grade sandbox build`"))
     else:
         out.append(DoctorCheck("image current", True, f"labels match harness {want_version} and worker {want_sha[:12]}", ""))
-    return out
+    return out, False
 
 
 def _runtime_registered(client, runtime: str) -> DoctorCheck:
@@ -417,8 +440,8 @@ class DockerSandbox(Sandbox):
         hit = _available_cache.get(key)
         if hit and now - hit[0] < AVAILABLE_TTL_S:
             return hit[1]
-        reason = next(((name, detail, hint) for name, ok, detail, hint in probe(image, runtime=runtime) if not ok),
-                      None)
+        checks = probe(image, runtime=runtime, busy_timeout=BUSY_PROBE_TIMEOUT_S)
+        reason = next(((name, detail, hint) for name, ok, detail, hint in checks if not ok), None)
         _available_cache[key] = (now, reason)
         return reason
 
