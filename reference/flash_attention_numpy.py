@@ -11,10 +11,9 @@ def flash_attention(Q, K, V, block_size=64, causal=False):
     m = np.full((B, nh, Tq, 1), -np.inf, dtype=dtype)                # (B, nh, Tq, 1) running max
     l = np.zeros((B, nh, Tq, 1), dtype=dtype)                        # (B, nh, Tq, 1) running sum of exp
     acc = np.zeros((B, nh, Tq, hs), dtype=dtype)                     # (B, nh, Tq, hs) running sum of exp * V
-    for start in range(0, Tk, block_size):
+    stop = min(Tk, Tq) if causal else Tk                             # causal: no query sees a key at Tq or later
+    for start in range(0, stop, block_size):
         first = start if causal else 0                               # causal: queries before `start` see no key here
-        if first >= Tq:
-            break
         kb = K[:, :, start:start + block_size]                       # (B, nh, Bk, hs)
         vb = V[:, :, start:start + block_size]                       # (B, nh, Bk, hs)
         s = q[:, :, first:] @ kb.swapaxes(-1, -2)                    # (B, nh, Tr, Bk) the Tr = Tq - first rows
