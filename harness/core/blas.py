@@ -41,6 +41,8 @@ def _get_controller():
     global _controller
     with _lock:
         if _controller is None:
+            import numpy  # noqa: F401  (loads its BLAS first: a controller made before finds no library, and kept,
+            #                           it would limit nothing in any grade; every grade imports NumPy anyway)
             from threadpoolctl import ThreadpoolController
 
             _controller = ThreadpoolController()   # ~5 ms once: finds the loaded libraries
