@@ -96,9 +96,9 @@ def _both(path: Path, sandbox: str, monkeypatch, *, case_named: bool = True, tim
 @pytest.mark.parametrize("behaviour", ["memory", "floods"])
 def test_through_docker_too(behaviour, tmp_path, monkeypatch):
     """The image's worker drops a batch's rest after a fault it reports; the docker client's pipes carry a flood.
-    Which case a flood is named on is a race under Docker, one call after another too (the client relays stderr
-    and stdout on their own, so a later answer can arrive before the flood that came first): there, only the
-    named case may differ, and with cases sent ahead it is at most a few cases later."""
+    Which sweep case a flood is named on may differ with cases sent ahead (at most a few cases later: the worker
+    runs ahead of the answers read); the flood is counted when each answer is read (channel._StderrPump.settle), so
+    it never lands past the sweep, on a later test (it did once on a loaded machine, before)."""
     report = _both(_candidate(tmp_path, behaviour), "docker", monkeypatch, case_named=behaviour != "floods")
     sweep = next(t for t in report.tests if t.id == "test_shape_sweep")
     assert sweep.status == {"memory": "memory", "floods": "output_limit"}[behaviour], sweep.message

@@ -202,6 +202,19 @@ def test_stderr_flood_is_output_limit(tmp_path):
     session.close()
 
 
+def test_a_flood_written_before_the_answer_is_that_calls_whatever_the_pump_threads_timing(tmp_path, monkeypatch):
+    """The flood is counted when the answer is read, not when the stderr pump's thread next gets the CPU: with a
+    pump thread that never runs (a starved thread on a busy machine), a call whose worker wrote past the cap before
+    answering is still output_limit (it was accepted, and the flood charged to a later call or test, before)."""
+    from harness.session import channel
+
+    monkeypatch.setattr(channel._StderrPump, "run", lambda self: None)
+    script = READY + "sys.stderr.write('x' * 30000); sys.stderr.flush()\nframe({'kind': 'pong'})\n" \
+                     "import time; time.sleep(5)\n"
+    fault = ask(session_for(script, tmp_path, output_bytes=20_000))
+    assert fault.status == "output_limit", (fault.status, fault.message)
+
+
 # -- tuple outputs and tuple arguments (kv_cache: (out, (K, V)) back, a (K, V) cache in) ------------------
 def _tree_script(head_fields: str, blobs: str = "[]") -> str:
     return READY + f"frame(dict({{'kind': 'result', 'output': {{'type': 'builtins.tuple', 'exact_type': False}}}}, " \

@@ -21,7 +21,14 @@ from harness.core.text import clean_text
 
 
 class _StderrPump(threading.Thread):
-    """Drains the worker's stderr into a capped buffer; past the cap it flags the flood and stops keeping it."""
+    """Drains the worker's stderr into a capped buffer; past the cap it flags the flood and stops keeping it.
+
+    :meth:`settle` drains what the pipe holds now from the caller's thread: called once an answer is read whole,
+    it counts every byte the worker wrote to stderr before that answer. The worker writes its stderr and then its
+    answer in order, and a Docker client relays the engine's stream in order too (stdout and stderr frames one
+    after another, each written whole), so a byte of a flood that came first is in the pipe by then; left to this
+    thread alone, a busy machine could count the last 64 KiB of a flood after later answers had been read, and the
+    flood would land on a later call (even a later test)."""
 
     def __init__(self, stream: IO[bytes], cap: int, on_flood: Callable[[], None]):
         super().__init__(daemon=True)
@@ -29,23 +36,68 @@ class _StderrPump(threading.Thread):
         self.chunks: list[bytes] = []
         self.size = 0
         self.flooded = False
+        self._lock = threading.Lock()   # one reader at a time, and a chunk read is counted before the next read
+        self._eof = False
+        try:
+            self._fd = stream.fileno()
+            os.set_blocking(self._fd, False)
+        except (OSError, ValueError, AttributeError):  # no pipe of its own (a test's stream): read it blocking
+            self._fd = None
 
     def run(self) -> None:
+        if self._fd is None:
+            self._run_blocking()
+            return
+        try:
+            while not self._eof:
+                select.select([self._fd], [], [])
+                with self._lock:
+                    self._read_available(once=True)
+        except (OSError, ValueError):
+            return
+
+    def _run_blocking(self) -> None:
         try:
             while True:
                 chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
                 if not chunk:
                     return
-                self.size += len(chunk)
-                if self.size <= self.cap:
-                    self.chunks.append(chunk)
-                elif not self.flooded:
-                    self.flooded = True
-                    # kill from another thread and keep draining: a Docker client blocked on a full stderr pipe
-                    # would not exit until its pipes move, so a kill waited for here would stall ~15 s
-                    threading.Thread(target=self.on_flood, daemon=True).start()
+                self._count(chunk)
         except (OSError, ValueError):
             return
+
+    def settle(self) -> None:
+        """Count what the pipe holds now (without waiting for more)."""
+        if self._fd is None or self._eof:
+            return
+        try:
+            with self._lock:
+                self._read_available(once=False)
+        except (OSError, ValueError):
+            return
+
+    def _read_available(self, *, once: bool) -> None:
+        while not self._eof:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self._eof = True
+                return
+            self._count(chunk)
+            if once:
+                return
+
+    def _count(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size <= self.cap:
+            self.chunks.append(chunk)
+        elif not self.flooded:
+            self.flooded = True
+            # kill from another thread and keep draining: a Docker client blocked on a full stderr pipe
+            # would not exit until its pipes move, so a kill waited for here would stall ~15 s
+            threading.Thread(target=self.on_flood, daemon=True).start()
 
     def text(self, limit: int = 2000) -> str:
         return clean_text(b"".join(self.chunks)[-limit * 4:].decode("utf-8", "replace"), limit)
@@ -525,6 +577,10 @@ class WorkerSession:
             self._ready = True  # the next request restarts the worker
             raise WorkerFault("error", f"malformed frame from the worker: {clean_text(str(exc), 300)}",
                               {"protocol_error": clean_text(str(exc), 300)}) from None
+        if self.pump is not None:  # every byte written to stderr before this answer is counted now (_StderrPump)
+            self.pump.settle()
+            if self.pump.flooded and not ahead:
+                raise self._fault_output_limit()
         trip = head.get("tripwires")
         if isinstance(trip, list):
             self.tripwires.update(clean_text(str(t), 80) for t in trip[:10])
