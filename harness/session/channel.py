@@ -38,8 +38,8 @@ class _StderrPump(threading.Thread):
         self.flooded = False
         self._lock = threading.Lock()   # one reader at a time, and a chunk read is counted before the next read
         self._eof = False
-        try:
-            self._fd = stream.fileno()
+        try:  # a descriptor of its own: the host closing the stream in a cleanup never leaves a number to reuse
+            self._fd = os.dup(stream.fileno())
             os.set_blocking(self._fd, False)
         except (OSError, ValueError, AttributeError):  # no pipe of its own (a test's stream): read it blocking
             self._fd = None
@@ -55,6 +55,10 @@ class _StderrPump(threading.Thread):
                     self._read_available(once=True)
         except (OSError, ValueError):
             return
+        finally:
+            with self._lock:
+                self._eof = True
+                os.close(self._fd)
 
     def _run_blocking(self) -> None:
         try:
