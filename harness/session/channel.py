@@ -32,22 +32,17 @@ class _StderrPump(threading.Thread):
 
     def __init__(self, stream: IO[bytes], cap: int, on_flood: Callable[[], None]):
         super().__init__(daemon=True)
-        self.stream, self.cap, self.on_flood = stream, cap, on_flood
+        self.cap, self.on_flood = cap, on_flood
         self.chunks: list[bytes] = []
         self.size = 0
         self.flooded = False
         self._lock = threading.Lock()   # one reader at a time, and a chunk read is counted before the next read
         self._eof = False
-        try:  # a descriptor of its own: the host closing the stream in a cleanup never leaves a number to reuse
-            self._fd = os.dup(stream.fileno())
-            os.set_blocking(self._fd, False)
-        except (OSError, ValueError, AttributeError):  # no pipe of its own (a test's stream): read it blocking
-            self._fd = None
+        # a descriptor of its own: the host closing the stream in a cleanup never leaves it a number to reuse
+        self._fd = os.dup(stream.fileno())
+        os.set_blocking(self._fd, False)
 
     def run(self) -> None:
-        if self._fd is None:
-            self._run_blocking()
-            return
         try:
             while not self._eof:
                 select.select([self._fd], [], [])
@@ -60,19 +55,9 @@ class _StderrPump(threading.Thread):
                 self._eof = True
                 os.close(self._fd)
 
-    def _run_blocking(self) -> None:
-        try:
-            while True:
-                chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
-                if not chunk:
-                    return
-                self._count(chunk)
-        except (OSError, ValueError):
-            return
-
     def settle(self) -> None:
         """Count what the pipe holds now (without waiting for more)."""
-        if self._fd is None or self._eof:
+        if self._eof:
             return
         try:
             with self._lock:
