@@ -199,12 +199,27 @@ class _Engine:
         pass
 
 
+def _starting_client(timeout: float, slow_s: float, asked: list, refuse: bool = False) -> _Engine:
+    """As docker.APIClient starts: it asks the engine's API version, and raises a DockerException *from* the
+    timeout (what a busy engine gave on this machine, right after the test suite's containers)."""
+    import requests
+    from docker.errors import DockerException
+
+    engine = _Engine(timeout, slow_s, asked, refuse)
+    try:
+        engine.ping()
+    except requests.exceptions.ReadTimeout as exc:
+        raise DockerException(f"Error while fetching server API version: {exc}") from exc
+    return engine
+
+
+@pytest.mark.parametrize("client", [_Engine, _starting_client])
 @pytest.mark.parametrize("slow_s,refuse,asked,why", [
     (2.0, False, [0.8, 5.0], None),                       # busy (2 s to answer): asked again, patiently, and used
-    (9.0, False, [0.8, 5.0], "ReadTimeout"),              # no answer even then: the fallback, saying why
-    (0.0, True, [0.8], "ConnectionError"),                # an answer (refused): not asked again
+    (9.0, False, [0.8, 5.0], "timed out"),                # no answer even then: the fallback, saying why
+    (0.0, True, [0.8], "Connection refused"),             # an answer (refused): not asked again
 ])
-def test_auto_sandbox_asks_a_slow_engine_again_before_falling_back(monkeypatch, slow_s, refuse, asked, why):
+def test_auto_sandbox_asks_a_slow_engine_again_before_falling_back(monkeypatch, client, slow_s, refuse, asked, why):
     """`--sandbox auto` must not grade in a local process because the engine was busy for a moment (right after
     a run that removed many containers, a ping took over 0.8 s): a timed-out check is made once more with
     BUSY_PROBE_TIMEOUT_S. An engine that answers (even with a refusal) is not asked twice."""
@@ -214,7 +229,7 @@ def test_auto_sandbox_asks_a_slow_engine_again_before_falling_back(monkeypatch, 
     monkeypatch.setattr(docker_backend, "docker_cli", lambda: "/usr/bin/docker")
     monkeypatch.setattr(docker_backend, "engine_socket_missing", lambda: None)
     monkeypatch.setattr(docker_backend, "api_client",
-                        lambda timeout=docker_backend.API_TIMEOUT_S: _Engine(timeout, slow_s, seen, refuse))
+                        lambda timeout=docker_backend.API_TIMEOUT_S: client(timeout, slow_s, seen, refuse))
     monkeypatch.setattr(docker_backend, "BUSY_PROBE_TIMEOUT_S", 5.0)
     docker_backend._available_cache.clear()
     try:

@@ -146,13 +146,20 @@ def probe(image: str | None = None, *, timeout: float = PROBE_TIMEOUT_S, runtime
     return checks
 
 
-def _timed_out(exc: BaseException) -> bool:
-    """Whether an engine call failed by waiting too long (requests' Timeout, a socket timeout), not by an answer."""
+def _timed_out(exc: BaseException | None) -> bool:
+    """Whether an engine call failed by waiting too long (requests' Timeout, a socket timeout), not by an answer;
+    also when wrapped: the client's own start asks the engine's API version and raises a DockerException from the
+    timeout ("Error while fetching server API version: ... Read timed out")."""
     try:
         from requests.exceptions import Timeout
     except ImportError:  # pragma: no cover - the docker package depends on requests
         Timeout = TimeoutError
-    return isinstance(exc, (Timeout, TimeoutError))
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, (Timeout, TimeoutError)):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _probe(image: str | None, timeout: float, runtime: str | None) -> tuple[list[DoctorCheck], bool]:
