@@ -13,6 +13,8 @@ Prints, in milliseconds from the process's start (as the one-shot CLI would see 
 - the diagnosis and the report.
 Also the totals per phase. With --repeat N, the same grade again in this process (what a long-lived service
 sees: modules imported, caches warm). Nothing here changes a grade; it wraps functions to time them.
+The wrapping imports NumPy, the oracle and the channel before the grade, so the worker here starts ~100 ms later
+than the CLI's own: for which side the one-shot CLI waits on, use cli_timeline.py (the real CLI, light marks).
 """
 
 from __future__ import annotations
