@@ -182,23 +182,23 @@ class GraderPlugin:
     @pytest.fixture(scope="session")
     @staticmethod
     def candidate() -> Candidate:
-        return _running()._candidate
+        return _VALUES["candidate"](_running(), None)
 
     @pytest.fixture(scope="session")
     @staticmethod
     def track() -> str:
-        return _running()._track
+        return _VALUES["track"](_running(), None)
 
     @pytest.fixture(scope="session")
     @staticmethod
     def exercise() -> Exercise:
-        return _running()._exercise
+        return _VALUES["exercise"](_running(), None)
 
     @pytest.fixture(scope="session")
     @staticmethod
     def grade_seed():
         """The run's seed (``grade --seed N``), for messages that tell a candidate how to replay a case."""
-        return _running().seed
+        return _VALUES["grade_seed"](_running(), None)
 
     @pytest.fixture
     def rng(self) -> np.random.Generator:
