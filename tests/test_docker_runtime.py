@@ -178,13 +178,25 @@ def test_every_command_that_starts_docker_sandboxes_takes_runtime(command, monke
     assert "GRADER_DOCKER_RUNTIME" not in os.environ  # a rejected value is never exported to grading processes
 
 
-def test_a_kill_before_the_engine_made_the_container_waits_for_it_rather_than_stopping_its_client(tmp_path):
+def _sdk_not_found(message: str) -> Exception:
+    from docker.errors import NotFound
+
+    return NotFound(message)
+
+
+def _engine_not_found(message: str) -> Exception:
+    from harness.sandbox.engine import NotFound
+
+    return NotFound(404, message, "kill grader-x")
+
+
+@pytest.mark.parametrize("not_found", [_engine_not_found, _sdk_not_found])  # the unix-socket client's, docker-py's
+def test_a_kill_before_the_engine_made_the_container_waits_for_it_rather_than_stopping_its_client(tmp_path,
+                                                                                                   not_found):
     """A kill right after the start was asked for (a failed check_at_start, an early timeout on a loaded machine):
     the engine has not made the container yet. Stopping the `docker run` client then would leave the engine to
     finish making a container nobody removes; the kill waits for it while the client runs, and kills it by name.
     (Seen under load: a stale image's container left behind, then every later leftover check of that process.)"""
-    from docker.errors import NotFound
-
     from harness.sandbox.docker import DockerHandle
 
     class Engine:
@@ -194,7 +206,7 @@ def test_a_kill_before_the_engine_made_the_container_waits_for_it_rather_than_st
         def kill(self, name, signal):
             self.kills += 1
             if self.kills <= self.missing:
-                raise NotFound("No such container")
+                raise not_found("No such container")
 
         def inspect_container(self, name):
             return {"State": {"Running": False, "ExitCode": 137}}

@@ -518,7 +518,7 @@ def test_doctor_image_missing(box, monkeypatch):
 @pytest.fixture
 def stale_image(box):
     """A cheap labelled copy of the sandbox image claiming another harness version and worker."""
-    from harness.sandbox.docker import api_client
+    from harness.sandbox.docker import sdk_client  # a build: docker-py's
 
     tag = f"attn-grader-sandbox:stale-test-{os.getpid()}"
     dockerfile = (f"FROM {box.image}\nLABEL grader.version=0.0.0-stale grader.worker_sha256=deadbeef\n").encode()
@@ -528,7 +528,7 @@ def stale_image(box):
         info.size = len(dockerfile)
         tar.addfile(info, io.BytesIO(dockerfile))
     buf.seek(0)
-    client = api_client(timeout=120)
+    client = sdk_client(timeout=120)
     try:
         for chunk in client.build(fileobj=buf, custom_context=True, tag=tag, rm=True, decode=True):
             assert "error" not in chunk, chunk

@@ -19,6 +19,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from harness.core.leftovers import scratch_prefix
 from harness.core.process import die_with_parent
+from harness.sandbox import engine
 from harness.sandbox.base import (DEFAULT_RUNTIME, RUNTIME_ENV, RUNTIMES, WORKER_DIR, WORKER_FILES,
                                   DoctorCheck, Limits, Sandbox, WorkerHandle, malloc_env)
 
@@ -106,12 +108,8 @@ def docker_cli() -> str | None:
 
 def engine_socket_missing() -> str | None:
     """A reason the engine is certainly unreachable (a unix socket path that does not exist), else None."""
-    host = os.environ.get("DOCKER_HOST", "")
-    if not host:
-        path = "/var/run/docker.sock"
-    elif host.startswith("unix://"):
-        path = host[len("unix://"):]
-    else:
+    path = engine.socket_path()
+    if path is None:
         return None  # tcp:// or ssh://: only a real call can tell
     if not os.path.exists(path):
         return f"no Docker engine socket at {path}"
@@ -119,7 +117,17 @@ def engine_socket_missing() -> str | None:
 
 
 def api_client(timeout: float = API_TIMEOUT_S):
-    """A docker-py low-level client for the engine named by the environment (DOCKER_HOST...)."""
+    """A client for the engine named by the environment: this package's own over a unix socket
+    (harness/sandbox/engine.py: no import of the Docker SDK on a grade's path), docker-py's low-level APIClient
+    for a tcp:// or ssh:// one (``DOCKER_HOST``). Both answer the same calls alike."""
+    path = engine.socket_path()
+    if path is not None:
+        return engine.EngineClient(path, timeout)
+    return sdk_client(timeout)
+
+
+def sdk_client(timeout: float = API_TIMEOUT_S):
+    """docker-py's low-level client (building the image; an engine that is not on a unix socket)."""
     import docker
 
     return docker.APIClient(timeout=timeout, **_client_kwargs())
@@ -150,13 +158,11 @@ def _timed_out(exc: BaseException | None) -> bool:
     """Whether an engine call failed by waiting too long (requests' Timeout, a socket timeout), not by an answer;
     also when wrapped: the client's own start asks the engine's API version and raises a DockerException from the
     timeout ("Error while fetching server API version: ... Read timed out")."""
-    try:
-        from requests.exceptions import Timeout
-    except ImportError:  # pragma: no cover - the docker package depends on requests
-        Timeout = TimeoutError
+    requests_errors = sys.modules.get("requests.exceptions")  # docker-py's client (a tcp:// engine) raises these
+    kinds = (TimeoutError,) + ((requests_errors.Timeout,) if requests_errors is not None else ())
     seen = 0
     while exc is not None and seen < 8:
-        if isinstance(exc, (Timeout, TimeoutError)):
+        if isinstance(exc, kinds):
             return True
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
@@ -178,11 +184,13 @@ def _probe(image: str | None, timeout: float, runtime: str | None) -> tuple[list
     if reason:
         out.append(DoctorCheck("engine", False, reason, engine_hint))
         return out, False
-    try:
-        import docker  # noqa: F401
-    except ImportError:
-        out.append(DoctorCheck("engine", False, "the `docker` Python package is missing", "pip install 'docker>=7'"))
-        return out, False
+    if engine.socket_path() is None:  # a tcp:// or ssh:// engine: docker-py's client
+        try:
+            import docker  # noqa: F401
+        except ImportError:
+            out.append(DoctorCheck("engine", False, "the `docker` Python package is missing",
+                                   "pip install 'docker>=7'"))
+            return out, False
     try:
         client = api_client(timeout=timeout)
         client.ping()
@@ -206,9 +214,7 @@ def _probe(image: str | None, timeout: float, runtime: str | None) -> tuple[list
     try:
         info = client.inspect_image(image)
     except Exception as exc:
-        from docker.errors import ImageNotFound, NotFound
-
-        if isinstance(exc, (ImageNotFound, NotFound)):
+        if engine.is_not_found(exc):
             out.append(DoctorCheck("image", False, f"sandbox image {image} is missing", build_hint))
         else:
             out.append(DoctorCheck("image", False, f"cannot inspect {image}: {type(exc).__name__}: {str(exc)[:200]}",
@@ -329,19 +335,15 @@ class DockerHandle(WorkerHandle):
         kill right after the start was asked for: a failed check_at_start, an early timeout on a loaded machine)
         is waited for while its ``docker run`` client still runs: stopping the client halfway would leave the
         engine to finish making a container that nobody removes (until a sweep)."""
-        from docker.errors import NotFound
-
         deadline = time.monotonic() + wait_s
         while True:
             try:
                 self._api().kill(self.name, signal="SIGKILL")
                 return True
-            except NotFound:
-                if self.proc.poll() is not None or time.monotonic() >= deadline:
+            except Exception as exc:
+                if not engine.is_not_found(exc) or self.proc.poll() is not None or time.monotonic() >= deadline:
                     return False
                 time.sleep(0.02)
-            except Exception:
-                return False
 
     def post_mortem(self) -> dict:
         info = super().post_mortem()
@@ -454,9 +456,9 @@ class DockerSandbox(Sandbox):
 
     def check_at_start(self) -> None:
         """Run :meth:`check` in the first :meth:`start` instead, right after the container's start is requested:
-        the probe (the Docker SDK's import and the engine calls, ~90 ms) then overlaps the container's own start
-        rather than coming before it. A failed check stops that container before it grades and raises as
-        :meth:`check` would (the one-shot grade, harness/grading/engine.py)."""
+        the probe (three or four engine calls, a few ms; 100-160 ms when it imported the Docker SDK) then overlaps
+        the container's own start rather than coming before it. A failed check stops that container before it
+        grades and raises as :meth:`check` would (the one-shot grade, harness/grading/engine.py)."""
         self._check_pending = True
 
     def check(self) -> None:

@@ -13,7 +13,7 @@ from typing import Callable
 
 from harness.sandbox.base import WORKER_DIR, WORKER_FILES, DoctorCheck, Limits
 from harness.sandbox.docker import (LABEL, DockerSandbox, api_client, check_runtime, default_image, default_runtime,
-                                    probe, register_hint, worker_sha256)
+                                    probe, register_hint, sdk_client, worker_sha256)
 
 DOCKERFILE = Path(__file__).resolve().parent / "sandbox.Dockerfile"  # shipped inside the package
 BUILD_TIMEOUT_S = 3600
@@ -74,7 +74,7 @@ def build_image(*, base_image: str | None = None, wheels: str | Path | None = No
         say(f"building {tag} from {base_image or 'python:3.11-slim'}"
             + (f" with {n} wheels from {wheel_dir}" if wheel_dir else " (numpy from PyPI, torch from the CPU index)"))
         try:
-            client = api_client(timeout=BUILD_TIMEOUT_S)
+            client = sdk_client(timeout=BUILD_TIMEOUT_S)  # a streamed build context: docker-py's
         except DockerException as exc:
             raise InfrastructureError(f"Docker engine not reachable: {exc}") from exc
         image_id = None
