@@ -1,10 +1,10 @@
 """Docker sandbox: one hardened, throw-away container per worker start.
 
-The worker runs as ``python3 -I -B /opt/grader/worker.py`` inside the sandbox image (see
-harness/sandbox.Dockerfile) through ``docker run -i`` so the host keeps plain stdin/stdout pipes. The container
-has no network, a read-only root with a size-capped tmpfs at /tmp, no capabilities, no new privileges, a pids,
-memory (= memory+swap), CPU and ulimit cap, a non-root user and an init process. The only host path it sees is
-a temp dir holding a copy of the submission, mounted read-only at /submission; never the Docker socket.
+The worker runs as ``python3 -I -B /opt/grader/worker.pyc`` (worker.py, compiled when the image is built) inside
+the sandbox image (see harness/sandbox.Dockerfile) through ``docker run -i`` so the host keeps plain stdin/stdout
+pipes. The container has no network, a read-only root with a size-capped tmpfs at /tmp, no capabilities, no new
+privileges, a pids, memory (= memory+swap), CPU and ulimit cap, a non-root user and an init process. The only host
+path it sees is a temp dir holding a copy of the submission, mounted read-only at /submission; never the Docker socket.
 
 Containers are not started with ``--rm``: after the worker ends the host inspects ``State.OOMKilled`` and
 ``State.ExitCode`` for :meth:`DockerHandle.post_mortem`, then removes the container. Leftover labelled
@@ -31,6 +31,8 @@ from harness.sandbox import engine
 from harness.sandbox.base import (DEFAULT_RUNTIME, RUNTIME_ENV, RUNTIMES, WORKER_DIR, WORKER_FILES,
                                   DoctorCheck, Limits, Sandbox, WorkerHandle, malloc_env)
 
+DOCKERFILE = Path(__file__).resolve().parent / "sandbox.Dockerfile"  # shipped inside the package
+WORKER_SCRIPT = "/opt/grader/worker.pyc"  # worker.py as the image's build compiled it (sandbox.Dockerfile)
 EXCHANGE_PATH = "/exchange"  # the input exchange file inside the container
 LABEL = "grader.container"
 LABEL_STARTED = "grader.started"
@@ -86,11 +88,12 @@ def register_hint(runtime: str) -> str:
 
 
 def worker_sha256() -> str:
-    """Fingerprint of the worker files baked into the image (label ``grader.worker_sha256``)."""
+    """Fingerprint of the worker files baked into the image and of the Dockerfile that baked them (label
+    ``grader.worker_sha256``): an image built by an older recipe (one without worker.pyc, say) is stale."""
     h = hashlib.sha256()
-    for name in WORKER_FILES:
+    for name, path in [*((name, WORKER_DIR / name) for name in WORKER_FILES), ("Dockerfile", DOCKERFILE)]:
         h.update(name.encode() + b"\0")
-        h.update((WORKER_DIR / name).read_bytes())
+        h.update(path.read_bytes())
         h.update(b"\0")
     return h.hexdigest()
 
@@ -551,7 +554,7 @@ class DockerSandbox(Sandbox):
             cmd += ["--mount", f"type=bind,source={exchange},target={EXCHANGE_PATH}"]
         for key, value in env.items():
             cmd += ["-e", f"{key}={value}"]
-        cmd += [self.image, *self._address_space_limit(limits), "python3", "-I", "-B", "/opt/grader/worker.py",
+        cmd += [self.image, *self._address_space_limit(limits), "python3", "-I", "-B", WORKER_SCRIPT,
                 "--track", track]
         if exchange is not None:
             cmd += ["--exchange", EXCHANGE_PATH]

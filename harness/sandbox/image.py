@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Callable
 
 from harness.sandbox.base import WORKER_DIR, WORKER_FILES, DoctorCheck, Limits
-from harness.sandbox.docker import (LABEL, DockerSandbox, api_client, check_runtime, default_image, default_runtime,
-                                    probe, register_hint, sdk_client, worker_sha256)
+from harness.sandbox.docker import (DOCKERFILE, LABEL, DockerSandbox, api_client, check_runtime, default_image,
+                                    default_runtime, probe, register_hint, sdk_client, worker_sha256)
 
-DOCKERFILE = Path(__file__).resolve().parent / "sandbox.Dockerfile"  # shipped inside the package
 BUILD_TIMEOUT_S = 3600
 
 
