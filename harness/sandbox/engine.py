@@ -4,8 +4,8 @@ A grade asks the engine little: whether it answers (ping, version, the registere
 labels, a container's state, a kill, a removal, the labelled containers to sweep. The Docker SDK (docker-py) takes
 ~100-130 ms to import (requests, urllib3, its API modules), and the one-shot `grade --sandbox docker` paid that on
 its critical path (the probe in ``DockerSandbox.check_at_start``). This client is a socket, one HTTP/1.0 request
-per call (the engine then ends its answer by closing the connection: no chunked bodies, no keep-alive) and
-``json``: nothing it imports is not already loaded by the time a grade runs.
+per call (an HTTP/1.1 server answers it without chunking and ends it by closing the connection: no keep-alive)
+and ``json``: nothing it imports is not already loaded by the time a grade runs.
 
 It keeps docker-py's names and arguments for these calls (``inspect_container``, ``remove_container(force=)``...),
 so the rest of the sandbox treats either alike. docker-py stays for what this does not do: building the image (a
@@ -62,7 +62,7 @@ class EngineClient:
     def __init__(self, path: str = DEFAULT_SOCKET, timeout: float = 15.0):
         self.path, self.timeout = path, timeout
 
-    # -- the calls ----------------------------------------------------------------------------------------
+    # -- the calls (a name or tag in a path quoted as docker-py quotes it: ``/`` and ``:`` kept) -----------------
     def ping(self) -> bool:
         return self._call("GET", "/_ping", what="ping") == b"OK"
 
@@ -73,10 +73,10 @@ class EngineClient:
         return self._json("GET", "/info", what="info")
 
     def inspect_image(self, image: str) -> dict:
-        return self._json("GET", f"/images/{quote(image, safe='')}/json", what=f"inspect image {image}")
+        return self._json("GET", f"/images/{_quoted(image)}/json", what=f"inspect image {image}")
 
     def inspect_container(self, container: str) -> dict:
-        return self._json("GET", f"/containers/{quote(container, safe='')}/json",
+        return self._json("GET", f"/containers/{_quoted(container)}/json",
                           what=f"inspect container {container}")
 
     def containers(self, all: bool = False, filters: dict | None = None) -> list:
@@ -86,11 +86,11 @@ class EngineClient:
         return self._json("GET", "/containers/json", query, what="list containers")
 
     def kill(self, container: str, signal: str = "SIGKILL") -> None:
-        self._call("POST", f"/containers/{quote(container, safe='')}/kill", {"signal": signal},
+        self._call("POST", f"/containers/{_quoted(container)}/kill", {"signal": signal},
                    what=f"kill {container}")
 
     def remove_container(self, container: str, force: bool = False) -> None:
-        self._call("DELETE", f"/containers/{quote(container, safe='')}", {"force": "1" if force else "0"},
+        self._call("DELETE", f"/containers/{_quoted(container)}", {"force": "1" if force else "0"},
                    what=f"remove {container}")
 
     def close(self) -> None:
@@ -123,20 +123,17 @@ class EngineClient:
         return _body(b"".join(chunks), what)
 
 
+def _quoted(name: str) -> str:
+    return quote(name, safe="/:")
+
+
 def _body(answer: bytes, what: str) -> bytes:
     """The body of a whole HTTP answer, or :class:`EngineError` / :class:`NotFound` for an error status."""
     head, sep, body = answer.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(None, 2)
+    parts = head.split(b"\r\n", 1)[0].split(None, 2)
     if not sep or len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
         raise EngineError(0, f"not an HTTP answer ({answer[:80]!r})", what)
     status = int(parts[1])
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        headers[name.strip().lower()] = value.strip()
-    if headers.get(b"transfer-encoding", b"").lower() == b"chunked":
-        body = _unchunked(body)
     if status >= 400:
         try:
             detail = str(json.loads(body).get("message", ""))
@@ -145,16 +142,3 @@ def _body(answer: bytes, what: str) -> bytes:
         raise (NotFound if status == 404 else EngineError)(status, detail, what)
     return body
 
-
-def _unchunked(body: bytes) -> bytes:
-    """A chunked body's bytes (an engine answering HTTP/1.0 does not chunk; a proxy in front of it might)."""
-    out, at = [], 0
-    while True:
-        end = body.find(b"\r\n", at)
-        if end < 0:
-            return b"".join(out)
-        size = int(body[at:end].split(b";")[0] or b"0", 16)
-        if size == 0:
-            return b"".join(out)
-        out.append(body[end + 2:end + 2 + size])
-        at = end + 2 + size + 2
