@@ -140,7 +140,7 @@ def _client_kwargs() -> dict:
     from docker.utils import kwargs_from_env
 
     kwargs = kwargs_from_env()
-    kwargs.setdefault("base_url", "unix:///var/run/docker.sock")
+    kwargs.setdefault("base_url", f"unix://{engine.DEFAULT_SOCKET}")
     kwargs["version"] = "auto"
     return kwargs
 
