@@ -424,6 +424,37 @@ def test_a_forged_memory_field_is_a_malformed_frame(tmp_path, memory):
     assert fault.status == "error" and "memory" in fault.message
 
 
+def test_the_worker_says_how_long_the_candidates_calls_took(tmp_path):
+    """Each answer carries the seconds spent in the candidate's own code (wire.CALL_S), measured or not; the host
+    sums them (WorkerSession.calls_s: a benchmark's figure, never a verdict's) and keeps them out of the header."""
+    source = "import time\n\ndef flash_attention(Q, K, V, block_size=64, causal=False):\n" \
+             "    time.sleep(0.05)\n    return Q.copy()\n"
+    session, cand = _flash_candidate(tmp_path, "numpy", source)
+    q = np.zeros((1, 1, 4, 4))
+    try:
+        assert session.calls_s == 0.0
+        cand.call({"Q": q, "K": q, "V": q}, {})
+        cand.call({"Q": q, "K": q, "V": q}, {}, memory=True)
+        head, _ = session.request({"op": "ping"})
+    finally:
+        session.close()
+    assert 0.1 <= session.calls_s < 1.0, session.calls_s
+    assert wire.CALL_S not in head
+
+
+@pytest.mark.parametrize("spent", ["'lots'", "-1.0", "1e9", "float('nan')", "3", "None", "[0.5]"])
+def test_a_forged_call_time_is_dropped_not_counted(tmp_path, spent):
+    """The figure is the worker's word and only a benchmark reads it: a forged one is ignored, never a fault."""
+    script = READY + f"frame({{'kind': 'pong', 'call_s': {spent}}})\nimport time; time.sleep(5)\n"
+    session = session_for(script, tmp_path)
+    try:
+        head, _ = session.request({"op": "ping"})
+    finally:
+        session.close()
+    assert head["kind"] == "pong" and "call_s" not in head
+    assert session.calls_s == 0.0
+
+
 @pytest.mark.parametrize("track,source", [
     ("numpy", "import tracemalloc\n\ndef flash_attention(Q, K, V, block_size=64, causal=False):\n"
               "    tracemalloc.stop()\n    return Q.copy()\n"),

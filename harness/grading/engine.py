@@ -163,7 +163,8 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
                     tests=results, diagnosis=[d if isinstance(d, Diagnosis) else Diagnosis(**d) for d in diagnosis],
                     environment=env, submission=sub.to_dict(),
                     timings={"total_s": round(t_end - t0, 3), "suite_s": round(t_suite - t_started, 3),
-                             "diagnosis_s": round(t_end - t_suite, 3)}, artifacts=artifacts)
+                             "diagnosis_s": round(t_end - t_suite, 3), "candidate_calls_s": round(session.calls_s, 3)},
+                    artifacts=artifacts)
     return report
 
 

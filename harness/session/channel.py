@@ -192,6 +192,7 @@ class WorkerSession:
         self.restarts = 0
         self.starts = 0
         self.tripwires: set[str] = set()
+        self.calls_s = 0.0  # the seconds the worker says it spent in the candidate's code (wire.CALL_S; no verdict's)
         self._kill_lock = threading.Lock()
         self._ready = False
         self.start_time = 0.0
@@ -570,6 +571,9 @@ class WorkerSession:
             self.pump.settle()
             if self.pump.flooded and not ahead:
                 raise self._fault_output_limit()
+        spent = head.pop(wire.CALL_S, None)  # the worker's word on its time in the candidate's code (benchmarks)
+        if type(spent) is float and 0.0 <= spent <= self.limits.call_timeout_s + 1:
+            self.calls_s += spent
         trip = head.get("tripwires")
         if isinstance(trip, list):
             self.tripwires.update(clean_text(str(t), 80) for t in trip[:10])

@@ -47,6 +47,8 @@ MEMORY = "memory"        # call request flag: measure the call's peak extra memo
 VALUE = "value"          # call request flag: return the output as a JSON value tree (encode_value); the header's field
 FUNCTION = "function"    # call request field: which of the module's functions to call (entry MODULE_ENTRY)
 BATCH = "batch"          # request field: requests sent ahead of their answers (the host's pipeline); a fault ends one
+CALL_S = "call_s"        # result header field: seconds the request spent in the candidate's own code (the
+                         # worker's word: a benchmark's figure, never a verdict's; the host drops a bad one)
 MODULE_ENTRY = "*"       # --entry for a track of several plain functions: the worker serves the module itself
 TRACKS = ("numpy", "torch", "python")  # python: plain functions over ints, answers as values (no torch imported)
 MAX_VALUE_NODES = 512    # a value tree holds at most this many nodes, nested at most MAX_VALUE_DEPTH deep,

@@ -21,6 +21,7 @@ import os
 import select
 import sys
 import threading
+from time import perf_counter
 from types import ModuleType
 from typing import BinaryIO
 
@@ -245,6 +246,7 @@ class Worker:
         self.target = None
         self.exchange_fd: int | None = None  # the host's input exchange (see harness/sandbox/exchange.py)
         self.trim = os.environ.get(TRIM_ENV) == "1"  # metered: free memory back before every answer (TRIM_ENV)
+        self.spent = 0.0  # seconds in the candidate's own code during this request (CALL_S)
 
     # -- plumbing ---------------------------------------------------------------------------------
     def send(self, header: dict, arrays: dict | None = None) -> None:
@@ -462,7 +464,11 @@ class Worker:
             if req.get(wire.MEMORY):
                 out, extra[wire.MEMORY] = self._measured_call(target, args, kwargs)
             else:
-                out = target(*args, **kwargs)
+                t0 = perf_counter()
+                try:
+                    out = target(*args, **kwargs)
+                finally:
+                    self.spent += perf_counter() - t0
         except MemoryError:
             return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised during the call"}, {}
         except BaseException as exc:
@@ -519,14 +525,22 @@ class Worker:
 
             meter = _storage_meter(torch)
             with torch.no_grad(), meter:
-                out = target(*args, **kwargs)
+                t0 = perf_counter()
+                try:
+                    out = target(*args, **kwargs)
+                finally:
+                    self.spent += perf_counter() - t0
                 intact = _get_current_dispatch_mode() is meter  # the call did not pop the meter
             return out, {"peak_bytes": int(meter.peak), "method": "torch_dispatch", "intact": intact}
         import tracemalloc
 
         tracemalloc.start()
+        t0 = perf_counter()
         try:
-            out = target(*args, **kwargs)
+            try:
+                out = target(*args, **kwargs)
+            finally:
+                self.spent += perf_counter() - t0
             intact = tracemalloc.is_tracing()  # the call did not stop (or restart) the tracing
             peak = tracemalloc.get_traced_memory()[1]
         finally:
@@ -538,7 +552,11 @@ class Worker:
         torch = self.torch
         try:
             torch.manual_seed(0)
-            module = self.target(*req.get("args", []), **req.get("kwargs", {}))
+            t0 = perf_counter()
+            try:
+                module = self.target(*req.get("args", []), **req.get("kwargs", {}))
+            finally:
+                self.spent += perf_counter() - t0
         except MemoryError:
             return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised in __init__"}, {}
         except BaseException as exc:
@@ -579,7 +597,11 @@ class Worker:
                 with counter, torch.no_grad():
                     module(*args, **kwargs)
                 extra["flops"] = int(counter.get_total_flops())
-            out = module(*args, **kwargs)
+            t0 = perf_counter()
+            try:
+                out = module(*args, **kwargs)
+            finally:
+                self.spent += perf_counter() - t0
             head, send, first, arr = self._output(req, out)  # a tuple output: the gradient applies to its first value
             extra.update(head)
             info = extra.pop("output")
@@ -652,7 +674,10 @@ class Worker:
             if batch is not None and batch == aborted:
                 continue
             try:
+                self.spent = 0.0
                 header, send = self.handle(req, arrays)
+                if self.spent:
+                    header = dict(header, **{wire.CALL_S: self.spent})
                 if header.get("kind") == wire.FAULT:
                     aborted = batch
                 self.send(header, send)
