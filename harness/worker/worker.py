@@ -436,6 +436,14 @@ class Worker:
         return {"kind": wire.ERROR, "phase": "protocol", "type": "BadRequest", "message": f"unknown op {op!r}",
                 "traceback": ""}, {}
 
+    def _timed(self, fn, /, *args, **kwargs):
+        """``fn(*args, **kwargs)``, its time added to :attr:`spent` (wire.CALL_S), whether it returns or raises."""
+        t0 = perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.spent += perf_counter() - t0
+
     def _function(self, req: dict) -> object:
         """The callable a call request names: the entry point, or (entry MODULE_ENTRY) the module's function."""
         name = req.get(wire.FUNCTION)
@@ -464,11 +472,7 @@ class Worker:
             if req.get(wire.MEMORY):
                 out, extra[wire.MEMORY] = self._measured_call(target, args, kwargs)
             else:
-                t0 = perf_counter()
-                try:
-                    out = target(*args, **kwargs)
-                finally:
-                    self.spent += perf_counter() - t0
+                out = self._timed(target, *args, **kwargs)
         except MemoryError:
             return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised during the call"}, {}
         except BaseException as exc:
@@ -525,22 +529,14 @@ class Worker:
 
             meter = _storage_meter(torch)
             with torch.no_grad(), meter:
-                t0 = perf_counter()
-                try:
-                    out = target(*args, **kwargs)
-                finally:
-                    self.spent += perf_counter() - t0
+                out = self._timed(target, *args, **kwargs)
                 intact = _get_current_dispatch_mode() is meter  # the call did not pop the meter
             return out, {"peak_bytes": int(meter.peak), "method": "torch_dispatch", "intact": intact}
         import tracemalloc
 
         tracemalloc.start()
-        t0 = perf_counter()
         try:
-            try:
-                out = target(*args, **kwargs)
-            finally:
-                self.spent += perf_counter() - t0
+            out = self._timed(target, *args, **kwargs)
             intact = tracemalloc.is_tracing()  # the call did not stop (or restart) the tracing
             peak = tracemalloc.get_traced_memory()[1]
         finally:
@@ -552,11 +548,7 @@ class Worker:
         torch = self.torch
         try:
             torch.manual_seed(0)
-            t0 = perf_counter()
-            try:
-                module = self.target(*req.get("args", []), **req.get("kwargs", {}))
-            finally:
-                self.spent += perf_counter() - t0
+            module = self._timed(self.target, *req.get("args", []), **req.get("kwargs", {}))
         except MemoryError:
             return {"kind": wire.FAULT, "status": "memory", "message": "MemoryError raised in __init__"}, {}
         except BaseException as exc:
@@ -597,11 +589,7 @@ class Worker:
                 with counter, torch.no_grad():
                     module(*args, **kwargs)
                 extra["flops"] = int(counter.get_total_flops())
-            t0 = perf_counter()
-            try:
-                out = module(*args, **kwargs)
-            finally:
-                self.spent += perf_counter() - t0
+            out = self._timed(module, *args, **kwargs)
             head, send, first, arr = self._output(req, out)  # a tuple output: the gradient applies to its first value
             extra.update(head)
             info = extra.pop("output")
