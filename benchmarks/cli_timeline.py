@@ -2,11 +2,11 @@
 
 `profile_grade.py` times one grade from inside a process that has already imported what it wraps (NumPy, the
 oracle, the channel), so its worker starts later than the CLI's does and looks like the bottleneck. This runs the
-real CLI (`python -m harness`'s own path, same arguments), with light marks only (`harness.session.channel`,
-which imports no NumPy, is patched): milliseconds from the launch of the process (the interpreter's start
-included) to
+real CLI (`python -m harness`'s own path through harness/launch.py, same arguments), with light marks only
+(`harness.session.channel`, which imports no NumPy, is patched): milliseconds from the launch of the process (the
+interpreter's start included) to
 
-- main: the CLI's module imported (the point the CLI's own code starts);
+- main: the CLI's entry imported (harness/launch.py: the point the CLI's own code starts, before click);
 - spawn, spawned: the worker's start asked for, and returned;
 - first request: the host's first request, the point it needs the worker (pytest imported, the suite collected);
 - ready: the worker's ready frame read (equal to the first request when the worker was ready first);
@@ -39,9 +39,8 @@ import json, os, sys, time
 marks = {}
 def mark(name):
     marks.setdefault(name, time.monotonic())
-import harness.cli.main
+import harness.launch as launch
 import harness.session.channel as channel
-main_module = sys.modules["harness.cli.main"]
 mark("main")
 S = channel.WorkerSession
 start, ensure_ready, close = S.start, S.ensure_ready, S.close
@@ -54,14 +53,14 @@ def _ensure_ready(self):
 def _close(self, *a, **k):
     mark("close"); r = close(self, *a, **k); mark("closed"); return r
 S.start, S.ensure_ready, S.close = _start, _ensure_ready, _close
-end_now = main_module.end_now
-def _end_now(code):
+exit_now = os._exit
+def _exit(code):  # the end of harness.cli.common.end_now
     mark("end")
     os.write(int(os.environ["CLI_TIMELINE_FD"]), json.dumps(marks).encode())
-    return end_now(code)
-main_module.end_now = _end_now
+    exit_now(code)
+os._exit = _exit
 sys.argv = ["grade", *sys.argv[1:]]
-main_module.main()
+launch.main()
 """
 
 

@@ -1,5 +1,5 @@
 """`python -m harness ...` is `grade ...` (e.g. where the console script is not on PATH)."""
 
-from harness.cli import main
+from harness.launch import main
 
-main(prog_name="grade")
+main()

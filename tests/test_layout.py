@@ -32,6 +32,7 @@ ALLOWED = {
     "batch": {"core", "grading"},
     "service": {"core", "worker", "sandbox", "session", "grading", "reports", "batch"},
     "cli": {"core", "worker", "sandbox", "session", "grading", "reports", "batch", "service", "kit"},
+    "launch": {"core", "grading", "cli"},   # harness/launch.py: the `grade` process's first step, above the CLI
     "kit": {"core"},
     "graders": {"core"},
 }

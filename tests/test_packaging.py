@@ -32,4 +32,4 @@ def test_wheel_contains_the_data_files(tmp_path):
     assert needed <= names, sorted(needed - names)
     assert not any(n.startswith("tests/") for n in names)
     entry = [n for n in names if n.endswith("entry_points.txt")]
-    assert entry and "grade = harness.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
+    assert entry and "grade = harness.launch:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Callable
 from harness.core import answers, blas
 from harness.core.version import __version__
 from harness.core.errors import GraderError, InfrastructureError, UsageError
-from harness.core.exercises import Exercise, check_track, get_exercise
+from harness.core.exercises import Exercise, get_exercise
 from harness.core.text import clean_text
 from harness.grading.submission import banned_api_uses, detect_track, load_submission
-from harness.sandbox import Limits, Sandbox, get_sandbox
+from harness.grading.start import adopt, prepare
+from harness.sandbox import Limits, Sandbox
 
 if TYPE_CHECKING:  # imported at run time only where used: the worker starts before the host imports NumPy (and
     # the report's module, ~2 ms of a one-shot's start: harness/core/report.py)
@@ -88,33 +89,13 @@ def _grade(*, exercise: str, submission: str | os.PathLike, track: str, sandbox:
            limits: Limits | dict | None, notice: Callable[[str], None] | None, diagnose: bool,
            keep_artifacts: bool, progress: Callable[[int, int, str | None], None] | None, warm: bool,
            ends_process: bool, answers_on_disk: bool, keep_answers: bool, close_later: list | None) -> Report:
-    t0 = time.monotonic()
-    ex = get_exercise(exercise)
-    sub = load_submission(submission)
-    if track == "auto":
-        track = detect_track(sub, ex)
-    check_track(track, ex)
-    lim = Limits().replace(**ex.limits)
-    if isinstance(limits, Limits):
-        lim = limits
-    elif limits:
-        lim = lim.replace(**limits)
-    if ex.limits.get("metered_memory") and not lim.metered_memory:   # the exercise's memory test needs it
-        lim = lim.replace(metered_memory=True)
-    if isinstance(sandbox, Sandbox):
-        box = sandbox
-    elif warm:
-        from harness.session.warm import shared_pool
-
-        box = shared_pool(sandbox, notice=notice)
-    else:
-        # one grade: docker's check overlaps its start
-        box = get_sandbox(sandbox, notice=notice, check_at_start=True, hand_off_end=ends_process)
-
-    from harness.session.channel import WorkerSession
-
-    session = WorkerSession(box, track=track, entry=ex.entry(track), submission=sub.path.resolve(), limits=lim)
-    session.start()  # the worker's imports (torch!) overlap everything below
+    prepared = adopt(exercise=exercise, submission=submission, track=track, sandbox=sandbox, limits=limits,
+                     notice=notice) if ends_process and not warm else None
+    if prepared is None:
+        prepared = prepare(exercise=exercise, submission=submission, track=track, sandbox=sandbox, limits=limits,
+                           notice=notice, warm=warm, ends_process=ends_process)
+    ex, sub, track, lim = prepared.ex, prepared.sub, prepared.track, prepared.lim
+    box, session, t0 = prepared.box, prepared.session, prepared.t0   # the worker is starting
     from harness.core.report import Diagnosis, Report
 
     graded = False
