@@ -93,6 +93,27 @@ def test_a_grade_that_asks_for_something_else_closes_the_early_worker_and_starts
     assert len(counted_starts) >= 2
 
 
+def test_a_warning_of_the_early_start_is_the_grades_to_record_whatever_the_filters(counted_starts, monkeypatch):
+    """Under PYTHONWARNINGS=error a warning while starting early neither raises nor prints: the grade records it
+    in environment.host_warnings, as it records its own (engine.grade)."""
+    import warnings
+
+    original = start.get_exercise
+
+    def warning_exercise(name):
+        warnings.warn("an odd exercise folder", RuntimeWarning)
+        return original(name)
+
+    monkeypatch.setattr(start, "get_exercise", warning_exercise)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert start.start_early(**wanted(sandbox="local"))
+    monkeypatch.setattr(start, "get_exercise", original)
+    report = grade(exercise="mha", submission=REF, sandbox="local", limits=dict(NO_LIMITS), ends_process=True)
+    assert len(counted_starts) == 1 and report.verdict == "passed"
+    assert report.environment["host_warnings"] == ["RuntimeWarning: an odd exercise folder"]
+
+
 def test_an_early_start_that_cannot_start_says_nothing_and_leaves_nothing(tmp_path, capsys):
     assert not start.start_early(**wanted(submission=str(tmp_path / "missing.py"), sandbox="local"))
     assert not start.start_early(**wanted(exercise="no_such_exercise", sandbox="local"))

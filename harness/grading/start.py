@@ -14,6 +14,7 @@ import atexit
 import dataclasses
 import os
 import time
+import warnings
 from typing import TYPE_CHECKING, Callable
 
 from harness.core.exercises import Exercise, check_track, get_exercise
@@ -83,15 +84,20 @@ def start_early(*, exercise: str, submission: str, track: str, sandbox: str, lim
     """Start a one-shot grade's worker now, for a grade that this process runs next with exactly these arguments
     (and ``ends_process``). Anything unusual (unusable input, a sandbox that cannot start, an exception of any
     kind) leaves nothing started and says nothing: the grade itself then meets it and reports it. What the start
-    would have said (``--sandbox auto``'s fallback note) is kept and said when the grade adopts it. Returns
-    whether a worker was started."""
+    would have said (``--sandbox auto``'s fallback note) is kept and said when the grade adopts it, and so are
+    the warnings it raised, under the filters the grade itself sets (engine.grade: recorded in the report, never
+    an exception, whatever the environment's filters). Returns whether a worker was started."""
     notices: list[str] = []
-    try:
-        prepared = prepare(exercise=exercise, submission=submission, track=track, sandbox=sandbox, limits=limits,
-                           notice=notices.append, warm=False, ends_process=True)
-    except Exception:
-        return False
-    _EARLY.update(key=_key(exercise, submission, track, sandbox, limits), prepared=prepared, notices=notices)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        try:
+            prepared = prepare(exercise=exercise, submission=submission, track=track, sandbox=sandbox,
+                               limits=limits, notice=notices.append, warm=False, ends_process=True)
+        except Exception:
+            return False
+    _EARLY.update(key=_key(exercise, submission, track, sandbox, limits), prepared=prepared, notices=notices,
+                  warnings=list(seen))
     atexit.register(_close_unadopted)   # a command line that then fails to parse (exit 2) leaves no worker behind
     return True
 
@@ -103,7 +109,7 @@ def adopt(*, exercise: str, submission: str | os.PathLike, track: str, sandbox: 
     prepared = _EARLY.pop("prepared", None)
     if prepared is None:
         return None
-    key, notices = _EARLY.pop("key"), _EARLY.pop("notices")
+    key, notices, seen = _EARLY.pop("key"), _EARLY.pop("notices"), _EARLY.pop("warnings")
     fits = isinstance(sandbox, str) and (limits is None or isinstance(limits, dict)) and \
         key == _key(exercise, submission, track, sandbox, limits)
     if not fits:
@@ -112,6 +118,8 @@ def adopt(*, exercise: str, submission: str | os.PathLike, track: str, sandbox: 
     for message in notices:
         if notice:
             notice(message)
+    for w in seen:   # raised again where the grade records its host's warnings
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return prepared
 
 
