@@ -3,7 +3,7 @@ started (its interpreter and imports, torch's included, overlap everything the h
 
 :func:`prepare` is the first step of every grade (harness/grading/engine.py). :func:`start_early` is the one-shot
 CLI's: `grade EXERCISE FILE`, run as its own process, reads its command line before it imports click or parses it
-(harness/cli/early.py) and starts the worker then, ~50 ms sooner. That is the critical path of a torch grade
+(harness/launch.py) and starts the worker then, ~35 ms sooner. That is the critical path of a torch grade
 (the host waits for the worker's `import torch`) and of a docker one (the container's start). The grade then
 adopts that start only if it asks for exactly what the early start assumed; anything else closes it.
 """
