@@ -65,6 +65,15 @@ def counted_starts(monkeypatch):
     start._close_unadopted()
 
 
+def test_the_file_as_typed_and_as_click_hands_it_over_are_the_same_file(counted_starts, monkeypatch):
+    """`grade mha ./my.py`: the early start reads "./my.py", click hands the grade Path("my.py")."""
+    monkeypatch.chdir(ROOT)
+    assert start.start_early(**wanted(submission="./reference/mha_numpy.py", sandbox="local"))
+    report = grade(exercise="mha", submission=Path("reference/mha_numpy.py"), sandbox="local",
+                   limits=dict(NO_LIMITS), ends_process=True)
+    assert report.verdict == "passed" and len(counted_starts) == 1
+
+
 def test_the_grade_adopts_the_early_worker_when_it_asks_for_exactly_that(counted_starts):
     assert start.start_early(**wanted(sandbox="local"))
     assert len(counted_starts) == 1

@@ -15,6 +15,7 @@ import dataclasses
 import os
 import time
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from harness.core.exercises import Exercise, check_track, get_exercise
@@ -76,8 +77,9 @@ _EARLY: dict = {}   # "key": what the early start assumed, "prepared": its Prepa
 
 
 def _key(exercise: str, submission: str | os.PathLike, track: str, sandbox: str, limits: dict | None) -> tuple:
+    """What a grade asks for, spelled one way: the file as click hands it over (a Path: `./my.py` is `my.py`)."""
     lim = tuple(sorted((k, v) for k, v in (limits or {}).items() if v is not None))
-    return exercise, os.fspath(submission), track, sandbox, lim, os.getcwd()
+    return exercise, os.fspath(Path(submission)), track, sandbox, lim, os.getcwd()
 
 
 def start_early(*, exercise: str, submission: str, track: str, sandbox: str, limits: dict) -> bool:
